@@ -1,0 +1,3 @@
+"""The kopf operator that turns ``LLMBenchmark`` resources into runner Jobs."""
+
+__all__: list[str] = []

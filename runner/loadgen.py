@@ -1,0 +1,420 @@
+"""Load generation: closed-loop concurrency and open-loop request rate, in one or more processes.
+
+Closed loop (``--concurrency N``): N slots, each with its own keep-alive connection, send
+back-to-back, so N requests are in flight from the first send until the request budget is
+spent; warm-up and measured requests come from one counter, so the server never drains
+between them. Open loop (``--request-rate R``): sends follow a constant or Poisson schedule
+regardless of responses; each record keeps its scheduled and actual send time so dispatch lag
+is visible. When one event loop cannot keep up, ``workers > 1`` splits the slots across
+processes with their own loops; records are merged afterwards (``perf_counter_ns`` is the
+system-wide monotonic clock on Linux, so timestamps from different processes compare).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+import signal
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from time import perf_counter_ns
+from typing import Any
+
+import numpy as np
+
+from .records import RequestRecord
+from .responses import fill_record
+from .transport import Client, ConnectError, Connection, Exchange, Target
+
+
+@dataclass(frozen=True, slots=True)
+class LoadConfig:
+    """How requests are issued; validated by the CLI and the spec model before it gets here."""
+
+    mode: str = "concurrency"  # concurrency | request_rate
+    concurrency: int = 1
+    request_rate: float | None = None
+    rate_mode: str = "constant"  # constant | poisson
+    max_concurrency: int | None = None
+    request_count: int | None = 100
+    measurement_duration_s: float | None = None
+    warmup_request_count: int = 0
+    seed: int = 0
+    request_timeout_s: float | None = 600.0
+    workers: int = 1
+    endpoint_type: str = "chat"
+
+
+class Progress:
+    """Counters the progress display polls; plain ints, because the hot path only increments."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.done = 0
+        self.errors = 0
+        self.stop = False
+
+
+def _schedule_offsets(cfg: LoadConfig, n: int) -> list[int]:
+    """Send offsets (ns) of an open-loop schedule: evenly spaced, or exponential gaps."""
+    assert cfg.request_rate and cfg.request_rate > 0
+    mean_gap = 1e9 / cfg.request_rate
+    if cfg.rate_mode == "poisson":
+        gaps = np.random.default_rng(cfg.seed).exponential(mean_gap, n)
+        gaps[0] = 0.0
+        return [int(x) for x in np.cumsum(gaps)]
+    return [int(i * mean_gap) for i in range(n)]
+
+
+async def run_load(
+    target: Target,
+    bodies: Sequence[bytes],
+    cfg: LoadConfig,
+    *,
+    indices: Sequence[int] | None = None,
+    concurrency: int | None = None,
+    progress: Progress | None = None,
+    start_at_ns: int | None = None,
+    worker: int = 0,
+    stop: asyncio.Event | None = None,
+) -> list[RequestRecord]:
+    """Runs one process's share of the load and returns its records, post-processed.
+
+    ``indices`` are the global request numbers this process sends (all of them by default);
+    a request's body is ``bodies[index % len(bodies)]`` and indices below
+    ``cfg.warmup_request_count`` are warm-up. Cancelling the task (Ctrl-C) stops sending and
+    returns what completed: setting ``stop`` (Ctrl-C, SIGTERM) ends sending, abandons the
+    requests in flight and returns the records of those that completed.
+    """
+    warm = cfg.warmup_request_count
+    if indices is None:
+        total = warm + cfg.request_count if cfg.request_count is not None else None
+        indices = range(total) if total is not None else _Unbounded()
+    slots = concurrency if concurrency is not None else cfg.concurrency
+    progress = progress or Progress()
+    stop = stop or asyncio.Event()
+    client = Client(target)
+    raw: list[tuple[RequestRecord, Exchange, int]] = []
+    state = _State(cfg, indices)
+    try:
+        if cfg.mode == "concurrency":
+            conns = await _preconnect(client, slots)
+            await _wait_until(start_at_ns)
+            work = asyncio.gather(
+                *(
+                    _closed_slot(client, conns[i], bodies, cfg, state, raw, progress, worker)
+                    for i in range(slots)
+                )
+            )
+        else:
+            for conn in await _preconnect(client, min(slots, 64)):
+                client.release(conn)
+            await _wait_until(start_at_ns)
+            work = asyncio.gather(_open_loop(client, bodies, cfg, state, raw, progress, worker))
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if not work.done():
+            # Interrupted: stop sending, abandon what is in flight, keep what completed.
+            state.stopped = True
+            work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
+        if work.done() and not work.cancelled() and work.exception() is not None:
+            raise work.exception()  # type: ignore[misc]
+    finally:
+        client.close()
+    records: list[RequestRecord] = []
+    for rec, ex, sent in raw:
+        fill_record(rec, ex, sent, cfg.endpoint_type)
+        records.append(rec)
+    return records
+
+
+class _Unbounded(Sequence[int]):
+    """Request numbers without end, for duration-bounded runs."""
+
+    def __len__(self) -> int:
+        return 1 << 62
+
+    def __getitem__(self, i: Any) -> Any:
+        return i
+
+
+class _State:
+    def __init__(self, cfg: LoadConfig, indices: Sequence[int]) -> None:
+        self.cfg = cfg
+        self.indices = indices
+        self.next = 0
+        self.tx: int | None = None  # first measured send, for duration-bounded runs
+        self.stopped = False
+
+    def take(self) -> int | None:
+        """The next request number to send, or None when the budget is spent."""
+        if self.stopped or self.next >= len(self.indices):
+            return None
+        k = self.indices[self.next]
+        cfg = self.cfg
+        if cfg.measurement_duration_s is not None and k >= cfg.warmup_request_count:
+            if (
+                self.tx is not None
+                and perf_counter_ns() - self.tx >= cfg.measurement_duration_s * 1e9
+            ):
+                return None
+        self.next += 1
+        return k
+
+
+async def _preconnect(client: Client, n: int) -> list[Connection]:
+    """Opens the slots' connections before the clock starts, so no measured send pays a connect."""
+    return [await client.connect() for _ in range(n)]
+
+
+async def _wait_until(t_ns: int | None) -> None:
+    if t_ns is None:
+        return
+    delay = (t_ns - perf_counter_ns()) / 1e9
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def _closed_slot(
+    client: Client,
+    conn: Connection | None,
+    bodies: Sequence[bytes],
+    cfg: LoadConfig,
+    state: _State,
+    raw: list[tuple[RequestRecord, Exchange, int]],
+    progress: Progress,
+    worker: int,
+) -> None:
+    nb = len(bodies)
+    warm = cfg.warmup_request_count
+    timeout = cfg.request_timeout_s
+    while True:
+        k = state.take()
+        if k is None:
+            return
+        rec = RequestRecord(index=k, warmup=k < warm, worker=worker)
+        progress.sent += 1
+        ex, sent, conn = await client.exchange(conn, bodies[k % nb], timeout)
+        if k >= warm and state.tx is None:
+            state.tx = sent
+        raw.append((rec, ex, sent))
+        progress.done += 1
+        if ex.error is not None or ex.status != 200:
+            progress.errors += 1
+
+
+async def _open_loop(
+    client: Client,
+    bodies: Sequence[bytes],
+    cfg: LoadConfig,
+    state: _State,
+    raw: list[tuple[RequestRecord, Exchange, int]],
+    progress: Progress,
+    worker: int,
+) -> None:
+    nb = len(bodies)
+    warm = cfg.warmup_request_count
+    limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+    horizon = len(state.indices) if cfg.request_count is not None else 1_000_000
+    offsets = _schedule_offsets(cfg, min(horizon, 10_000_000))
+    inflight: set[asyncio.Task[None]] = set()
+    t0 = perf_counter_ns()
+
+    async def one(k: int, scheduled: int) -> None:
+        rec = RequestRecord(index=k, warmup=k < warm, worker=worker, scheduled_ns=scheduled)
+        try:
+            conn: Connection | None = await client.acquire()
+        except ConnectError as exc:
+            ex = Exchange(error="connect", error_message=str(exc))
+            raw.append((rec, ex, perf_counter_ns()))
+            progress.errors += 1
+            return
+        progress.sent += 1
+        ex, sent, conn = await client.exchange(conn, bodies[k % nb], cfg.request_timeout_s)
+        if conn is not None:
+            client.release(conn)
+        raw.append((rec, ex, sent))
+        progress.done += 1
+        if ex.error is not None or ex.status != 200:
+            progress.errors += 1
+
+    async def guarded(k: int, scheduled: int) -> None:
+        try:
+            await one(k, scheduled)
+        finally:
+            if limit is not None:
+                limit.release()
+
+    i = 0
+    try:
+        while True:
+            if i >= len(offsets):
+                break
+            scheduled = t0 + offsets[i]
+            delay = (scheduled - perf_counter_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if limit is not None:
+                await limit.acquire()
+            k = state.take()
+            if k is None:
+                if limit is not None:
+                    limit.release()
+                break
+            if k >= warm and state.tx is None:
+                state.tx = perf_counter_ns()
+            task = asyncio.ensure_future(guarded(k, scheduled))
+            inflight.add(task)
+            task.add_done_callback(inflight.discard)
+            i += 1
+        if inflight:
+            await asyncio.gather(*inflight)
+    except asyncio.CancelledError:
+        for t in list(inflight):
+            t.cancel()
+        await asyncio.gather(*inflight, return_exceptions=True)
+        raise
+
+
+# --- several processes ----------------------------------------------------------------
+
+_shared_counters: Any = None
+
+
+def _init_worker(counters: Any) -> None:
+    global _shared_counters
+    _shared_counters = counters
+    # The parent decides when to stop; a Ctrl-C in the terminal must not kill a worker
+    # before it hands back what it measured.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _worker_main(
+    target: Target,
+    bodies: Sequence[bytes],
+    cfg: LoadConfig,
+    indices: list[int],
+    concurrency: int,
+    start_at_ns: int,
+    worker: int,
+    stop_flag: Any,
+) -> list[RequestRecord]:
+    """Entry point of one worker process: its own event loop, its share of the slots."""
+
+    async def main() -> list[RequestRecord]:
+        progress = Progress()
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(
+            run_load(
+                target,
+                bodies,
+                cfg,
+                indices=indices,
+                concurrency=concurrency,
+                progress=progress,
+                start_at_ns=start_at_ns,
+                worker=worker,
+                stop=stop,
+            )
+        )
+        last = (0, 0, 0)
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.2)
+            now = (progress.sent, progress.done, progress.errors)
+            if _shared_counters is not None:
+                for j in range(3):
+                    _shared_counters[3 * worker + j] += now[j] - last[j]
+            last = now
+            if stop_flag.value:
+                stop.set()
+        return task.result()
+
+    return asyncio.run(main())
+
+
+def split_indices(cfg: LoadConfig, workers: int) -> list[list[int]]:
+    """Request numbers per worker: round-robin, so each gets warm-up and measured requests."""
+    assert cfg.request_count is not None
+    total = cfg.warmup_request_count + cfg.request_count
+    return [list(range(w, total, workers)) for w in range(workers)]
+
+
+def split_concurrency(concurrency: int, workers: int) -> list[int]:
+    """Slots per worker, differing by at most one."""
+    base, extra = divmod(concurrency, workers)
+    return [base + (1 if w < extra else 0) for w in range(workers)]
+
+
+async def run_load_workers(
+    target: Target,
+    bodies: Sequence[bytes],
+    cfg: LoadConfig,
+    *,
+    progress: Progress | None = None,
+    stop: asyncio.Event | None = None,
+) -> list[RequestRecord]:
+    """Runs ``cfg.workers`` processes and merges their records (sorted by send time).
+
+    Progress counters of all workers are summed into ``progress``; setting ``stop`` makes
+    every worker stop sending and return what completed.
+    """
+    if cfg.request_count is None:
+        raise ValueError("--workers > 1 needs --request-count: a duration bound is per process")
+    workers = cfg.workers
+    if cfg.mode == "concurrency":
+        workers = max(1, min(workers, cfg.concurrency))
+    progress = progress or Progress()
+    stop = stop or asyncio.Event()
+    ctx = mp.get_context("spawn")
+    counters = ctx.Array("q", 3 * workers, lock=False)
+    stop_flag = ctx.Value("b", 0, lock=False)
+    # Workers need a moment to import; they all start at one instant of the shared clock.
+    start_at = perf_counter_ns() + int(3e9)
+    conc = split_concurrency(cfg.concurrency, workers)
+    idx = split_indices(cfg, workers)
+    wcfg = cfg
+    if cfg.mode == "request_rate" and cfg.request_rate:
+        wcfg = replace(cfg, request_rate=cfg.request_rate / workers, seed=cfg.seed)
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_init_worker, initargs=(counters,)
+    ) as pool:
+        futs = [
+            loop.run_in_executor(
+                pool,
+                _worker_main,
+                target,
+                list(bodies),
+                wcfg if w == 0 else replace(wcfg, seed=wcfg.seed + w),
+                idx[w],
+                conc[w],
+                start_at,
+                w,
+                stop_flag,
+            )
+            for w in range(workers)
+        ]
+        while not all(f.done() for f in futs):
+            await asyncio.wait(futs, timeout=0.25)
+            vals = list(counters)
+            progress.sent, progress.done, progress.errors = (
+                sum(vals[0::3]),
+                sum(vals[1::3]),
+                sum(vals[2::3]),
+            )
+            if stop.is_set():
+                stop_flag.value = 1
+        results = [f.result() for f in futs]
+    merged = [r for part in results for r in part]
+    merged.sort(key=lambda r: r.sent_ns)
+    return merged
+
+
+def expected_total(cfg: LoadConfig) -> int | None:
+    """Requests the run will send, for the progress bar; None when bounded by time."""
+    if cfg.request_count is None:
+        return None
+    return cfg.warmup_request_count + cfg.request_count

@@ -1,0 +1,63 @@
+"""Per-request records: the raw facts every metric is computed from.
+
+A record holds timestamps from ``time.perf_counter_ns`` taken when the bytes arrived, token
+counts with their provenance, and the error (if any). Metrics never look at anything else,
+so a saved ``profile_export.json`` can be re-analysed later with identical results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Where a token count came from; GenAI-Perf semantics prefer the server's ``usage``.
+SOURCE_SERVER = "server"
+SOURCE_TOKENIZER = "tokenizer"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as the client saw it.
+
+    ``chunk_ns`` holds the arrival time of every SSE event that carried non-empty content,
+    so inter-chunk gaps (never called ITL) and ITL-by-position can be derived later.
+    ``scheduled_ns`` is set only in request-rate mode: the gap to ``sent_ns`` is dispatch
+    lag, the evidence that an overloaded client did not pass for a fast server.
+    """
+
+    index: int
+    warmup: bool = False
+    worker: int = 0
+    scheduled_ns: int | None = None
+    sent_ns: int = 0
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    chunk_ns: list[int] = field(default_factory=list)
+    input_tokens: int | None = None
+    input_tokens_source: str | None = None
+    input_tokens_client: int | None = None
+    output_tokens: int | None = None
+    output_tokens_source: str | None = None
+    output_tokens_client: int | None = None
+    requested_output_tokens: int | None = None
+    status: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    output_text: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """A request counts as completed only without an error and with an end time."""
+        return self.error_type is None and self.last_token_ns is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain dict for ``profile_export.json``; the output text is dropped to keep it small."""
+        d = asdict(self)
+        d.pop("output_text", None)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RequestRecord:
+        """Inverse of :meth:`to_json`; unknown keys are ignored so old exports still load."""
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in names})
