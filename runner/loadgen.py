@@ -98,6 +98,7 @@ async def run_load(
     raw: list[tuple[RequestRecord, Exchange, int]] = []
     state = _State(cfg, indices)
     try:
+        work: asyncio.Future[Any]
         if cfg.mode == "concurrency":
             conns = await _preconnect(client, slots)
             await _wait_until(start_at_ns)
@@ -112,16 +113,18 @@ async def run_load(
                 client.release(conn)
             await _wait_until(start_at_ns)
             work = asyncio.gather(_open_loop(client, bodies, cfg, state, raw, progress, worker))
-        stopper = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        await asyncio.wait((work, stopper), return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
         if not work.done():
             # Interrupted: stop sending, abandon what is in flight, keep what completed.
             state.stopped = True
             work.cancel()
         await asyncio.gather(work, return_exceptions=True)
-        if work.done() and not work.cancelled() and work.exception() is not None:
-            raise work.exception()  # type: ignore[misc]
+        if not work.cancelled():
+            failure = work.exception()
+            if failure is not None:
+                raise failure
     finally:
         client.close()
     records: list[RequestRecord] = []

@@ -52,13 +52,11 @@ class SSEParser:
         return []
 
     def _normalise(self, data: bytes) -> bytes:
-        # A trailing "\r" may be the first half of "\r\n": hold it until the next read.
-        if self._pending_cr:
-            data = b"\r" + data
-            self._pending_cr = False
-        if data.endswith(b"\r"):
-            data = data[:-1]
-            self._pending_cr = True
+        # A read that ends in "\r" ends a line now; if the next read starts with "\n", that
+        # "\n" is the second half of the same "\r\n" and must not end another line.
+        if self._pending_cr and data.startswith(b"\n"):
+            data = data[1:]
+        self._pending_cr = data.endswith(b"\r")
         return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
 
