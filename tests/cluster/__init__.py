@@ -1,0 +1,16 @@
+"""llmbench test cluster: a real Kubernetes control plane plus a process kubelet.
+
+Shell: ``hack/cluster/build.sh``, ``hack/cluster/up.sh``, ``hack/cluster/down.sh``.
+Python: ``Cluster(workdir).start()`` / ``.stop()`` (see controlplane.py).
+"""
+
+from .controlplane import (
+    COMPONENTS,
+    K8S_VERSION,
+    Cluster,
+    ClusterError,
+    bin_dir,
+    sim_binary,
+)
+
+__all__ = ["COMPONENTS", "K8S_VERSION", "Cluster", "ClusterError", "bin_dir", "sim_binary"]
