@@ -102,6 +102,7 @@ class HFTokenizer:
         self._tok = tok
         self.name = name
         self._words: tuple[str, ...] | None = None
+        self._additive: bool | None = None
 
     @property
     def backend(self) -> tokenizers.Tokenizer:
@@ -137,6 +138,26 @@ class HFTokenizer:
         if self._words is None:
             self._words = tuple(self._find_single_token_words())
         return list(self._words)
+
+    def words_add_up(self) -> bool:
+        """Whether token counts of space-joined single-token words simply add up.
+
+        True when the pre-tokeniser cuts ``" w1 w2 ..."`` into one piece per word (byte-level
+        regex, Metaspace, BERT/whitespace splitting) and the normaliser leaves such text
+        alone: BPE/WordPiece never merge across pieces, so N words are N tokens whatever
+        their order, and prompt building can skip re-encoding every prompt (~1 us/token).
+        """
+        if self._additive is None:
+            words = self.single_token_words()[:256]
+            sample = "".join(" " + w for w in words)
+            norm, pre = self._tok.normalizer, self._tok.pre_tokenizer
+            self._additive = bool(
+                words
+                and pre is not None
+                and (norm is None or norm.normalize_str(sample) == sample)
+                and len(pre.pre_tokenize_str(sample)) == len(words)
+            )
+        return self._additive
 
     def _find_single_token_words(self) -> list[str]:
         size = self._tok.get_vocab_size(with_added_tokens=False)
