@@ -13,7 +13,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from llmbench.runner.dcgm_sim import SIMULATED_MODEL_NAME, DcgmSimState, DcgmSimulator, render
 from llmbench.runner.telemetry import (
     GPU_SUMMARY_COLUMNS,
@@ -444,9 +443,7 @@ def test_foreign_traffic_from_recorded_vllm_metrics() -> None:
     assert q["numbers"]["waiting_max"] == 2.0
     assert q["numbers"]["waiting_avg"] == pytest.approx(2 / 3)
     # exactly the client's traffic: no foreign-traffic signal
-    assert "foreign_traffic" not in {
-        s["signal"] for s in validity_signals(r, client_completed=31)
-    }
+    assert "foreign_traffic" not in {s["signal"] for s in validity_signals(r, client_completed=31)}
     # fewer server completions than client ones: a replica is not scraped
     under = {s["signal"] for s in validity_signals(r, client_completed=40)}
     assert "partial_server_view" in under
@@ -525,9 +522,10 @@ def test_metrics_urls_defaults_to_target_root() -> None:
     assert metrics_urls("http://vllm.llm.svc:8000/v1/chat/completions") == [
         "http://vllm.llm.svc:8000/metrics"
     ]
-    assert metrics_urls(
-        "https://h/v1", ["http://n:9400/metrics", "https://h/metrics"]
-    ) == ["http://n:9400/metrics", "https://h/metrics"]
+    assert metrics_urls("https://h/v1", ["http://n:9400/metrics", "https://h/metrics"]) == [
+        "http://n:9400/metrics",
+        "https://h/metrics",
+    ]
     assert metrics_urls("http://h:1/v1", ["u"], include_target=False) == ["u"]
     assert metrics_urls(None) == []
 
