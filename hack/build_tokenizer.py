@@ -9,9 +9,9 @@ The corpus is English documentation text that ships with CPython itself
 (``pydoc_data.topics``, the Python reference manual) plus the docstrings of a fixed list of
 standard-library modules, so the build needs nothing but Python and ``tokenizers``.  The
 trainer runs single-threaded and the inputs are sorted, so the output is byte-for-byte
-reproducible for a given Python minor version and ``tokenizers`` version (both recorded in
-the file's ``llmbench`` metadata below the vocabulary is not possible in tokenizer.json, so we
-print them and the SHA-256 instead).
+reproducible for a given Python version and ``tokenizers`` version; both, with the file's
+SHA-256, are recorded next to it in ``runner/data/tokenizer.build.json`` (and a test rebuilds
+and compares when it runs under those versions).
 
 Usage::
 
@@ -25,7 +25,9 @@ import argparse
 import hashlib
 import importlib
 import inspect
+import json
 import os
+import platform
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +40,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # 
 
 VOCAB_SIZE = 8192
 SPECIAL_TOKENS = ["<|endoftext|>"]
-OUT = Path(__file__).resolve().parent.parent / "runner" / "data" / "tokenizer.json"
+DATA = Path(__file__).resolve().parent.parent / "runner" / "data"
+OUT = DATA / "tokenizer.json"
+META = DATA / "tokenizer.build.json"
 
 # Prose-heavy stdlib modules; the list is fixed so the corpus does not depend on what else
 # happens to be installed.
@@ -95,17 +99,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed file")
     args = parser.parse_args()
-    text = build().to_str(pretty=False) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    print(f"python {sys.version.split()[0]}, tokenizers "
-          f"{importlib.import_module('tokenizers').__version__}, sha256 {digest}, "
-          f"{len(text)} bytes")
+    tok = build()
+    text = tok.to_str(pretty=False) + "\n"
+    meta = {
+        "python": platform.python_version(),
+        "tokenizers": importlib.import_module("tokenizers").__version__,
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "vocab_size": tok.get_vocab_size(),
+        "model": "byte-level BPE (GPT-2 pre-tokenizer regex), no special-token post-processing",
+        "corpus": "pydoc_data.topics + docstrings of DOC_MODULES in hack/build_tokenizer.py",
+    }
+    print(json.dumps(meta), f"{len(text.encode())} bytes", file=sys.stderr)
     if args.check:
-        same = OUT.exists() and OUT.read_text() == text
-        print("identical" if same else "DIFFERS from committed file")
+        same = OUT.exists() and OUT.read_text(encoding="utf-8") == text
+        print("identical" if same else "DIFFERS from committed file", file=sys.stderr)
         return 0 if same else 1
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
+    OUT.write_text(text, encoding="utf-8")
+    META.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {OUT} and {META}", file=sys.stderr)
     return 0
 
 

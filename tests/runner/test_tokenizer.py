@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import platform
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -265,3 +269,28 @@ def test_server_tokenizer_unreachable() -> None:
             tok.count("x")
     finally:
         tok.close()
+
+
+# -- the shipped file is what hack/build_tokenizer.py makes ----------------------------------
+
+DATA = Path(__file__).resolve().parents[2] / "runner" / "data"
+BUILD = json.loads((DATA / "tokenizer.build.json").read_text())
+
+
+def test_shipped_file_matches_its_build_record() -> None:
+    text = (DATA / "tokenizer.json").read_bytes()
+    assert hashlib.sha256(text).hexdigest() == BUILD["sha256"]
+    assert default_tokenizer().backend.get_vocab_size() == BUILD["vocab_size"]
+    assert len(text) < 512 * 1024
+
+
+@pytest.mark.skipif(
+    (platform.python_version(), tokenizers.__version__) != (BUILD["python"], BUILD["tokenizers"]),
+    reason="the corpus and trainer are only byte-identical under the recorded versions",
+)
+def test_build_is_reproducible() -> None:
+    script = DATA.parents[1] / "hack" / "build_tokenizer.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
