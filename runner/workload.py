@@ -296,7 +296,7 @@ class PromptBuilder:
         """Tokens per space-joined word under this tokenizer (measured once)."""
         if self._tokens_per_word is None:
             rng = _rng(0, 0)
-            sample = " ".join(self._spaced[rng.integers(0, len(self._spaced), size=400)])
+            sample = "".join(self._spaced[rng.integers(0, len(self._spaced), size=400)])
             self._tokens_per_word = max(self.tokenizer.count(sample) / 400, 0.05)
         return self._tokens_per_word
 
@@ -337,6 +337,8 @@ class PromptBuilder:
             if c == target or (hi is not None and hi - lo <= 1):
                 break
             if hi is None:
+                if lo > 0:  # what this text actually gives beats the global estimate
+                    ratio = max(c_lo / lo, 0.05)
                 k = lo + max(1, math.ceil((target - c_lo) / ratio))
             else:
                 guess = lo + (target - c_lo) * (hi - lo) / max(c_hi - c_lo, 1)
