@@ -57,9 +57,11 @@ __all__ = [
     "GPU_SUMMARY_COLUMNS",
     "GpuFilter",
     "GpuSummary",
+    "Scrape",
     "ServerSummary",
     "Stat",
     "TelemetryCollector",
+    "compact_exposition",
     "TelemetryResult",
     "energy_efficiency",
     "format_value",
@@ -158,6 +160,24 @@ _SERVER_HISTOGRAMS: dict[str, tuple[str, ...]] = {
     "queue": ("vllm:request_queue_time_seconds", "tgi_request_queue_duration"),
 }
 _ENGINE_PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"))
+
+
+def _wanted_server_names() -> frozenset[str]:
+    names: set[str] = set()
+    for cands, _ in _SERVER_GAUGES.values():
+        names.update(cands)
+    for cands in _SERVER_COUNTERS.values():
+        for c in cands:
+            base = c.removesuffix("_total").removesuffix("_sum")
+            names.update({c, base, base + "_sum", base + "_count"})
+    for cands in _SERVER_HISTOGRAMS.values():
+        for c in cands:
+            names.update({c, c + "_sum", c + "_count"})
+    return frozenset(names)
+
+
+#: Sample and family names the summaries read; everything else is dropped at scrape time.
+_WANTED_SERVER = _wanted_server_names()
 
 
 # ================================================================================================
@@ -406,6 +426,32 @@ def parse_exposition(text: str) -> list[tuple[str, dict[str, str], float]]:
     except Exception as exc:  # the parser raises assorted types on odd input
         raise ValueError(f"not Prometheus text: {exc}") from exc
     return out
+
+
+def compact_exposition(text: str) -> str:
+    """Keep only the lines the summaries read (``DCGM_FI_*``, known server series, their TYPE).
+
+    Why: vLLM serves ~100 KB per scrape, mostly histogram buckets, and a 10-minute point at 1 s
+    would hold tens of MB of text. The result is still valid exposition text with identical
+    summaries. Text with no wanted line (an HTML error page) is returned unchanged so that
+    :func:`summarize_scrapes` can report it as garbage rather than as "no metrics".
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            if len(parts) >= 3 and parts[1] == "TYPE" and _is_wanted(parts[2]):
+                out.append(line)
+            continue
+        if _is_wanted(line.split("{", 1)[0].split(None, 1)[0] if line.strip() else ""):
+            out.append(line)
+    if not any(not ln.startswith("#") for ln in out):
+        return text
+    return "\n".join(out) + "\n"
+
+
+def _is_wanted(name: str) -> bool:
+    return name.startswith("DCGM_FI_") or name in _WANTED_SERVER
 
 
 def metrics_urls(
@@ -1062,7 +1108,8 @@ class TelemetryCollector:
 
     @property
     def raw_scrapes(self) -> dict[str, list[Scrape]]:
-        """Everything fetched so far, URL -> ``(t_ns, text)``; keep it to re-analyse offline."""
+        """Everything fetched so far (compacted, see :func:`compact_exposition`), URL ->
+        ``(t_ns, text)``; keep it to re-analyse offline with :func:`summarize_scrapes`."""
         return {u: list(v) for u, v in self._scrapes.items()}
 
     async def start(self) -> None:
@@ -1173,4 +1220,5 @@ class TelemetryCollector:
                 logger.warning("telemetry %s: scrape failed (%s); continuing without it", url, why)
             self._failures[url].append(why)
             return
-        self._scrapes[url].append((self._clock(), text))
+        t = self._clock()
+        self._scrapes[url].append((t, compact_exposition(text)))

@@ -20,6 +20,7 @@ from llmbench.runner.telemetry import (
     Scrape,
     Stat,
     TelemetryResult,
+    compact_exposition,
     energy_efficiency,
     format_value,
     gpu_summary_rows,
@@ -579,3 +580,19 @@ def test_simulator_without_pod_has_no_pod_labels_and_bad_hook_is_idle() -> None:
     assert 'pod="' not in text
     power = [v for n, _, v in parse_exposition(text) if n == "DCGM_FI_DEV_POWER_USAGE"]
     assert power == [70.0]
+
+
+def test_compaction_keeps_summaries_identical_and_drops_the_rest() -> None:
+    sources = {
+        URL: load_scrapes("dcgm_4gpu_window.txt"),
+        "b": load_scrapes("dcgm_relabelled_minimal.txt"),
+        VLLM_URL: vllm_window(),
+    }
+    compacted = {u: [(t, compact_exposition(x)) for t, x in seq] for u, seq in sources.items()}
+    full, small = summarize_scrapes(sources), summarize_scrapes(compacted)
+    assert telemetry_json(full) == telemetry_json(small)
+    v = vllm_window()[0][1]
+    assert "_bucket" not in compact_exposition(v) and len(compact_exposition(v)) < len(v)
+    assert "DCGM_FI_DEV_SM_CLOCK" in compact_exposition(sources[URL][0][1])  # DCGM kept whole
+    html = "<html>502</html>"
+    assert compact_exposition(html) == html  # garbage stays garbage, to be reported as such
