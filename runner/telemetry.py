@@ -767,12 +767,12 @@ def _summarize_server(
 
     gauge_series: dict[str, list[float | None]] = {}
     for canon, (cands, how) in _SERVER_GAUGES.items():
-        name = pick(cands)
-        if name is None:
+        gauge = pick(cands)
+        if gauge is None:
             continue
-        s.names[canon] = name
+        s.names[canon] = gauge
         vals: list[float | None] = []
-        for snap in by_name[name]:
+        for snap in by_name[gauge]:
             if not snap:
                 vals.append(None)
             elif how == "mean":
@@ -795,10 +795,10 @@ def _summarize_server(
         return total if seen_any else None
 
     for canon, cands in _SERVER_COUNTERS.items():
-        name = pick(cands)
-        if name is not None:
-            s.names[canon] = name
-            setattr(s, canon, delta(name))
+        counter = pick(cands)
+        if counter is not None:
+            s.names[canon] = counter
+            setattr(s, canon, delta(counter))
     for canon, cands in _SERVER_HISTOGRAMS.items():
         base = pick(cands, "_sum")
         if base is None or base + "_count" not in by_name:

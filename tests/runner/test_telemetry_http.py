@@ -12,7 +12,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -45,11 +45,13 @@ class _Exposition:
     """Per path: bodies served in order (the last one repeats), status, delay; counts hits."""
 
     def __init__(self) -> None:
-        self.routes: dict[str, tuple[list[Body], int, float]] = {}
+        self.routes: dict[str, tuple[Sequence[Body], int, float]] = {}
         self.hits: dict[str, int] = {}
         self.lock = threading.Lock()
 
-    def add(self, path: str, bodies: list[Body], status: int = 200, delay_s: float = 0.0) -> None:
+    def add(
+        self, path: str, bodies: Sequence[Body], status: int = 200, delay_s: float = 0.0
+    ) -> None:
         self.routes[path] = (bodies, status, delay_s)
         self.hits[path] = 0
 
