@@ -173,7 +173,7 @@ def test_property_search_exact(target: int, seed: int, which: str) -> None:
     tok = Hidden(inner)
     text = PromptBuilder(tok).fit(target, np.random.default_rng(seed))
     assert inner.count(text) == target
-    assert tok.calls < 60  # a search, not a token-by-token walk
+    assert tok.calls < 30  # a search, not a token-by-token walk
 
 
 # -- sampling and determinism ----------------------------------------------------------------
