@@ -61,6 +61,7 @@ __all__ = [
     "ServerSummary",
     "Stat",
     "TelemetryCollector",
+    "client_facts",
     "compact_exposition",
     "TelemetryResult",
     "energy_efficiency",
@@ -70,6 +71,7 @@ __all__ = [
     "parse_exposition",
     "summarize_scrapes",
     "telemetry_json",
+    "telemetry_section",
     "validity_signals",
 ]
 
@@ -1052,6 +1054,75 @@ def telemetry_json(
         "warnings": list(result.warnings),
         "validity": [dict(v) for v in (validity or [])],
     }
+
+
+def client_facts(records: Iterable[Any], *, window_includes_warmup: bool = True) -> dict[str, Any]:
+    """The client-side inputs of :func:`validity_signals`, from the point's request records.
+
+    Duck-typed on ``llmbench.runner.records.RequestRecord`` (``warmup``, ``error_type``,
+    ``last_token_ns``, ``output_tokens``, ``output_tokens_source``, ``output_tokens_client``,
+    ``scheduled_ns``, ``sent_ns``). ``window_includes_warmup`` says whether the telemetry window
+    also covered the warm-up requests (it does when ``on_window("start")`` fires before warm-up):
+    the server counts every request it finished, so the client must too.
+
+    Errored requests may or may not reach the server's success counter (vLLM counts aborts), so
+    their number becomes ``foreign_tolerance`` instead of being guessed either way.
+    """
+    recs = [r for r in records if window_includes_warmup or not getattr(r, "warmup", False)]
+    ok = [
+        r
+        for r in recs
+        if getattr(r, "error_type", None) is None and getattr(r, "last_token_ns", None) is not None
+    ]
+    errors = len(recs) - len(ok)
+    out_tokens = [getattr(r, "output_tokens", None) for r in ok]
+    mismatch = sum(
+        1
+        for r in ok
+        if getattr(r, "output_tokens_source", None) == "server"
+        and getattr(r, "output_tokens_client", None) is not None
+        and r.output_tokens_client != r.output_tokens
+    )
+    lag = [
+        (r.sent_ns - r.scheduled_ns) / 1e6
+        for r in recs
+        if not getattr(r, "warmup", False) and getattr(r, "scheduled_ns", None) is not None
+    ]
+    return {
+        "client_completed": len(ok),
+        "client_output_tokens": (
+            sum(int(t) for t in out_tokens if t is not None)
+            if out_tokens and all(t is not None for t in out_tokens)
+            else None
+        ),
+        "token_mismatch_count": mismatch,
+        "dispatch_lag_p99_ms": float(np.percentile(lag, 99)) if lag else None,
+        "foreign_tolerance": errors,
+    }
+
+
+def telemetry_section(
+    result: TelemetryResult,
+    records: Iterable[Any] = (),
+    *,
+    output_tokens: float | None = None,
+    window_s: float | None = None,
+    window_includes_warmup: bool = True,
+) -> dict[str, Any]:
+    """Everything for ``profile_export_genai_perf.json["telemetry"]`` in one call.
+
+    ``output_tokens`` (Σ OSL of measured requests) and ``window_s`` (T_y − T_x) are the client's
+    figures behind OTT, so ``efficiency`` lines up with the throughput table; either missing
+    gives ``None`` efficiency figures. Validity signals use :func:`client_facts` of ``records``.
+    """
+    facts = client_facts(records, window_includes_warmup=window_includes_warmup)
+    validity = validity_signals(result, **facts)
+    doc = telemetry_json(result, validity)
+    if output_tokens is not None and window_s is not None:
+        doc["efficiency"] = energy_efficiency(result, output_tokens, window_s)
+    else:
+        doc["efficiency"] = energy_efficiency(result, 0.0, 0.0)
+    return doc
 
 
 # ================================================================================================

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 from llmbench.runner.dcgm_sim import SIMULATED_MODEL_NAME, DcgmSimState, DcgmSimulator, render
+from llmbench.runner.records import SOURCE_SERVER, RequestRecord
 from llmbench.runner.telemetry import (
     GPU_SUMMARY_COLUMNS,
     GpuFilter,
     Scrape,
     Stat,
     TelemetryResult,
+    client_facts,
     compact_exposition,
     energy_efficiency,
     format_value,
@@ -28,6 +30,7 @@ from llmbench.runner.telemetry import (
     parse_exposition,
     summarize_scrapes,
     telemetry_json,
+    telemetry_section,
     validity_signals,
 )
 
@@ -596,3 +599,48 @@ def test_compaction_keeps_summaries_identical_and_drops_the_rest() -> None:
     assert "DCGM_FI_DEV_SM_CLOCK" in compact_exposition(sources[URL][0][1])  # DCGM kept whole
     html = "<html>502</html>"
     assert compact_exposition(html) == html  # garbage stays garbage, to be reported as such
+
+
+def _record(
+    i: int,
+    *,
+    warmup: bool = False,
+    osl: int = 100,
+    error: bool = False,
+    lag_ms: float | None = None,
+    client_osl: int | None = None,
+) -> RequestRecord:
+    r = RequestRecord(index=i, warmup=warmup, sent_ns=i * S)
+    if lag_ms is not None:
+        r.scheduled_ns = r.sent_ns - int(lag_ms * 1e6)
+    if error:
+        r.error_type = "http_500"
+        return r
+    r.first_token_ns, r.last_token_ns = r.sent_ns + S // 10, r.sent_ns + S
+    r.output_tokens, r.output_tokens_source = osl, SOURCE_SERVER
+    r.output_tokens_client = client_osl if client_osl is not None else osl
+    return r  # fmt: skip
+
+
+def test_client_facts_and_section_from_request_records() -> None:
+    recs = [_record(0, warmup=True)] + [_record(i, lag_ms=float(i)) for i in range(1, 30)]
+    recs.append(_record(30, client_osl=99))
+    recs.append(_record(31, error=True))
+    facts = client_facts(recs)
+    assert facts["client_completed"] == 31  # warm-up included: the window covered it
+    assert facts["client_output_tokens"] == 3100
+    assert facts["token_mismatch_count"] == 1
+    assert facts["foreign_tolerance"] == 1
+    assert facts["dispatch_lag_p99_ms"] == pytest.approx(28.72)  # p99 of 1..29 ms
+    assert client_facts(recs, window_includes_warmup=False)["client_completed"] == 30
+    r = summarize_scrapes(
+        {URL: load_scrapes("dcgm_4gpu_window.txt"), VLLM_URL: vllm_window()}, gpu_filter=POD
+    )
+    doc = telemetry_section(r, recs, output_tokens=3000, window_s=4.0)
+    names = [v["signal"] for v in doc["validity"]]
+    # server 31 == client 31: no foreign traffic; 3000 vs 3100 tokens: mismatch
+    assert names == ["server_queueing", "token_count_mismatch", "token_count_mismatch",
+                     "dispatch_lag"]  # fmt: skip
+    assert doc["efficiency"]["joules_per_output_token"] == pytest.approx(2380.0 / 3000)
+    json.dumps(doc)
+    assert telemetry_section(TelemetryResult())["efficiency"]["energy_j"] is None
