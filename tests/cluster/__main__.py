@@ -17,8 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.cluster")
     ap.add_argument("action", choices=["up", "down", "status"])
     ap.add_argument("--dir", default=DEFAULT_DIR, help=f"cluster directory ({DEFAULT_DIR})")
-    ap.add_argument("--port", type=int, default=int(os.environ.get("LLMBENCH_CLUSTER_PORT", 0)),
-                    help="kube-apiserver port (default: a free one)")
+    ap.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("LLMBENCH_CLUSTER_PORT", 0)),
+        help="kube-apiserver port (default: a free one)",
+    )
     a = ap.parse_args(argv)
     workdir = Path(a.dir).resolve()
     if a.action == "up":
@@ -29,10 +33,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cluster up failed: {exc}", file=sys.stderr)
             return 1
         rss = c.rss_by_component()
-        print(f"cluster up in {time.monotonic() - t0:.1f} s (warm start time), "
-              f"apiserver {c.server}")
-        print(f"total RSS {sum(rss.values()) / 2**20:.0f} MiB (" + ", ".join(
-            f"{k} {v / 2**20:.0f}" for k, v in rss.items()) + ")")
+        print(
+            f"cluster up in {time.monotonic() - t0:.1f} s (warm start time), apiserver {c.server}"
+        )
+        print(
+            f"total RSS {sum(rss.values()) / 2**20:.0f} MiB ("
+            + ", ".join(f"{k} {v / 2**20:.0f}" for k, v in rss.items())
+            + ")"
+        )
         print(f"export KUBECONFIG={c.kubeconfig}")
         return 0
     if not (workdir / "state.json").exists():
@@ -41,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     c = Cluster.from_state(workdir)
     if a.action == "status":
         rss = c.rss_by_component()
-        print(f"apiserver {c.server}; running: {', '.join(rss) or 'nothing'}; "
-              f"total RSS {sum(rss.values()) / 2**20:.0f} MiB; KUBECONFIG={c.kubeconfig}")
+        print(
+            f"apiserver {c.server}; running: {', '.join(rss) or 'nothing'}; "
+            f"total RSS {sum(rss.values()) / 2**20:.0f} MiB; KUBECONFIG={c.kubeconfig}"
+        )
         return 0
     stop_pids(c.pids)
     c.pids = {}

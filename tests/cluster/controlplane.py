@@ -93,14 +93,29 @@ def _openssl(*args: str, cwd: Path) -> None:
             "step pki: 'openssl' not found — install it (apt-get install openssl)"
         ) from None
     except subprocess.CalledProcessError as exc:
-        raise ClusterError(f"step pki: openssl {args[0]} failed: {exc.stderr.strip()[:300]}") from None
+        err = exc.stderr.strip()[:300]
+        raise ClusterError(f"step pki: openssl {args[0]} failed: {err}") from None
 
 
 def make_pki(pki: Path) -> None:
     """CA, apiserver serving cert (127.0.0.1/localhost/kubernetes.default.svc), SA key pair."""
     pki.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-             "ca.crt", "-days", "3650", "-subj", "/CN=llmbench-test-ca", cwd=pki)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=llmbench-test-ca",
+        cwd=pki,
+    )
     (pki / "san.cnf").write_text(
         "[req]\ndistinguished_name=dn\n[dn]\n[ext]\n"
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
@@ -109,11 +124,39 @@ def make_pki(pki: Path) -> None:
         "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
         "DNS:kubernetes.default.svc.cluster.local\n"
     )
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out",
-             "apiserver.csr", "-subj", "/CN=kube-apiserver", cwd=pki)
-    _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-out", "apiserver.crt", "-days", "3650", "-extfile", "san.cnf",
-             "-extensions", "ext", cwd=pki)
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "apiserver.key",
+        "-out",
+        "apiserver.csr",
+        "-subj",
+        "/CN=kube-apiserver",
+        cwd=pki,
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "apiserver.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "apiserver.crt",
+        "-days",
+        "3650",
+        "-extfile",
+        "san.cnf",
+        "-extensions",
+        "ext",
+        cwd=pki,
+    )
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
@@ -124,8 +167,9 @@ def write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "llmbench", "cluster": {"server": server,
-                                                       "certificate-authority": str(ca)}}],
+        "clusters": [
+            {"name": "llmbench", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": "llmbench", "context": {"cluster": "llmbench", "user": user}}],
         "current-context": "llmbench",
@@ -219,78 +263,124 @@ class Cluster:
         (self.workdir / "admin.token").write_text(tokens["admin"])
         (pki / "tokens.csv").write_text(
             f'{tokens["admin"]},admin,admin,"system:masters"\n'
-            f'{tokens["cm"]},system:kube-controller-manager,kcm\n'
-            f'{tokens["sched"]},system:kube-scheduler,ksched\n'
+            f"{tokens['cm']},system:kube-controller-manager,kcm\n"
+            f"{tokens['sched']},system:kube-scheduler,ksched\n"
         )
         write_kubeconfig(self.kubeconfig, self.server, pki / "ca.crt", tokens["admin"], "admin")
-        write_kubeconfig(self.workdir / "cm.kubeconfig", self.server, pki / "ca.crt",
-                         tokens["cm"], "system:kube-controller-manager")
-        write_kubeconfig(self.workdir / "sched.kubeconfig", self.server, pki / "ca.crt",
-                         tokens["sched"], "system:kube-scheduler")
+        write_kubeconfig(
+            self.workdir / "cm.kubeconfig",
+            self.server,
+            pki / "ca.crt",
+            tokens["cm"],
+            "system:kube-controller-manager",
+        )
+        write_kubeconfig(
+            self.workdir / "sched.kubeconfig",
+            self.server,
+            pki / "ca.crt",
+            tokens["sched"],
+            "system:kube-scheduler",
+        )
         self._save_state()
 
-        self._spawn("etcd", [
-            str(bins / "etcd"), "--name", "llmbench", "--data-dir", str(self.workdir / "etcd"),
-            "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
-            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-cluster", f"llmbench=http://127.0.0.1:{peer_port}",
-            "--unsafe-no-fsync", "--log-level", "warn", "--quota-backend-bytes", str(2 << 30),
-        ])
-        self._spawn("kube-apiserver", [
-            str(bins / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={self.apiserver_port}",
-            f"--cert-dir={pki}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--token-auth-file={pki / 'tokens.csv'}",
-            "--authorization-mode=Node,RBAC",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--allow-privileged=true",
-            "--profiling=false",
-            "--v=1",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                str(bins / "etcd"),
+                "--name",
+                "llmbench",
+                "--data-dir",
+                str(self.workdir / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster",
+                f"llmbench=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",
+                "--log-level",
+                "warn",
+                "--quota-backend-bytes",
+                str(2 << 30),
+            ],
+        )
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(bins / "kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.apiserver_port}",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--token-auth-file={pki / 'tokens.csv'}",
+                "--authorization-mode=Node,RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
         self._wait_ready(timeout)
-        self._spawn("kube-controller-manager", [
-            str(bins / "kube-controller-manager"),
-            f"--kubeconfig={self.workdir / 'cm.kubeconfig'}",
-            f"--authentication-kubeconfig={self.workdir / 'cm.kubeconfig'}",
-            f"--authorization-kubeconfig={self.workdir / 'cm.kubeconfig'}",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            f"--cert-dir={self.workdir / 'pki' / 'kcm'}",
-            "--leader-elect=false",
-            "--use-service-account-credentials=true",
-            "--controllers=*",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-            f"--cluster-signing-key-file={pki / 'ca.key'}",
-            "--profiling=false",
-            "--v=1",
-        ])
-        self._spawn("kube-scheduler", [
-            str(bins / "kube-scheduler"),
-            f"--kubeconfig={self.workdir / 'sched.kubeconfig'}",
-            f"--authentication-kubeconfig={self.workdir / 'sched.kubeconfig'}",
-            f"--authorization-kubeconfig={self.workdir / 'sched.kubeconfig'}",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            f"--cert-dir={self.workdir / 'pki' / 'sched'}",
-            "--leader-elect=false",
-            "--profiling=false",
-            "--v=1",
-        ])
-        self._spawn("kubelet", [
-            sys.executable, str(Path(__file__).with_name("kubelet.py")),
-            "--kubeconfig", str(self.kubeconfig), "--dir", str(self.workdir / "pods"),
-            "--nodes", self.nodes,
-        ])
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(bins / "kube-controller-manager"),
+                f"--kubeconfig={self.workdir / 'cm.kubeconfig'}",
+                f"--authentication-kubeconfig={self.workdir / 'cm.kubeconfig'}",
+                f"--authorization-kubeconfig={self.workdir / 'cm.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'pki' / 'kcm'}",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                "--controllers=*",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(bins / "kube-scheduler"),
+                f"--kubeconfig={self.workdir / 'sched.kubeconfig'}",
+                f"--authentication-kubeconfig={self.workdir / 'sched.kubeconfig'}",
+                f"--authorization-kubeconfig={self.workdir / 'sched.kubeconfig'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'pki' / 'sched'}",
+                "--leader-elect=false",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._spawn(
+            "kubelet",
+            [
+                sys.executable,
+                str(Path(__file__).with_name("kubelet.py")),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--dir",
+                str(self.workdir / "pods"),
+                "--nodes",
+                self.nodes,
+            ],
+        )
         self._wait_settled(timeout)
 
     def _spawn(self, name: str, argv: list[str], cwd: Path | None = None) -> None:
@@ -298,8 +388,13 @@ class Cluster:
         env = dict(os.environ)
         try:
             proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=cwd or self.workdir, env=env, start_new_session=True,
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd or self.workdir,
+                env=env,
+                start_new_session=True,
                 preexec_fn=_die_with_parent if self.tie_to_parent else None,
             )
         except OSError as exc:
@@ -317,8 +412,9 @@ class Cluster:
                 tail = self.log_tail(name)
                 hint = ""
                 if "address already in use" in tail:
-                    hint = " — a port is already in use; retry (ports are picked at random) or " \
-                           "free it"
+                    hint = (
+                        " — a port is already in use; retry (ports are picked at random) or free it"
+                    )
                 raise ClusterError(
                     f"step start-{name}: exited with code {proc.returncode}{hint}; last log line: "
                     f"{tail.strip().splitlines()[-1] if tail.strip() else '(empty)'} "
@@ -334,17 +430,33 @@ class Cluster:
         return data[-nbytes:].decode(errors="replace")
 
     def _save_state(self) -> None:
-        self.state_file.write_text(json.dumps({
-            "pids": self.pids, "apiserver_port": self.apiserver_port, "version": self.version,
-            "kubeconfig": str(self.kubeconfig), "server": self.server,
-        }, indent=1))
+        self.state_file.write_text(
+            json.dumps(
+                {
+                    "pids": self.pids,
+                    "apiserver_port": self.apiserver_port,
+                    "version": self.version,
+                    "kubeconfig": str(self.kubeconfig),
+                    "server": self.server,
+                },
+                indent=1,
+            )
+        )
 
-    def api(self, path: str, method: str = "GET", body: dict | None = None,
-            timeout: float = 5.0) -> tuple[int, dict | str]:
+    def api(
+        self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 5.0
+    ) -> tuple[int, dict | str]:
         ctx = ssl.create_default_context(cafile=str(self.ca))
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.server + path, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.admin_token}", "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.server + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.admin_token}",
+                "Content-Type": "application/json",
+            },
+        )
         try:
             with urllib.request.urlopen(req, context=ctx, timeout=timeout) as r:
                 raw = r.read().decode()
@@ -369,8 +481,10 @@ class Cluster:
             except (OSError, urllib.error.URLError) as exc:
                 last = str(exc)
             time.sleep(0.25)
-        raise ClusterError(f"step wait-apiserver: /readyz not ok after {timeout:.0f}s ({last}); "
-                           f"see {self.workdir / 'logs' / 'kube-apiserver.log'}")
+        raise ClusterError(
+            f"step wait-apiserver: /readyz not ok after {timeout:.0f}s ({last}); "
+            f"see {self.workdir / 'logs' / 'kube-apiserver.log'}"
+        )
 
     def _wait_settled(self, timeout: float) -> None:
         """Controller-manager issued the default SA + root CA; the kubelet's nodes are Ready."""
@@ -388,17 +502,30 @@ class Cluster:
                 else:
                     code, nodes = self.api("/api/v1/nodes")
                     items = nodes.get("items", []) if isinstance(nodes, dict) else []
-                    ready = [n for n in items if any(
-                        c["type"] == "Ready" and c["status"] == "True"
-                        for c in n.get("status", {}).get("conditions", []))]
-                    if items and len(ready) == len(items) and not any(
+                    ready = [
+                        n
+                        for n in items
+                        if any(
+                            c["type"] == "Ready" and c["status"] == "True"
+                            for c in n.get("status", {}).get("conditions", [])
+                        )
+                    ]
+                    if (
+                        items
+                        and len(ready) == len(items)
+                        and not any(
                             t.get("key", "").startswith("node.kubernetes.io/")
-                            for n in items for t in n.get("spec", {}).get("taints", []) or []):
+                            for n in items
+                            for t in n.get("spec", {}).get("taints", []) or []
+                        )
+                    ):
                         return
                     waiting = f"Ready nodes from the process kubelet ({len(ready)}/{len(items)})"
             time.sleep(0.25)
-        raise ClusterError(f"step wait-settled: still waiting for {waiting} after {timeout:.0f}s; "
-                           f"logs in {self.workdir / 'logs'}")
+        raise ClusterError(
+            f"step wait-settled: still waiting for {waiting} after {timeout:.0f}s; "
+            f"logs in {self.workdir / 'logs'}"
+        )
 
     # ---------------------------------------------------------------- inspect / stop
     def total_rss(self) -> int:
@@ -433,8 +560,11 @@ class Cluster:
     @classmethod
     def from_state(cls, workdir: Path) -> Cluster:
         st = json.loads((workdir / "state.json").read_text())
-        c = cls(workdir=workdir, version=st.get("version", K8S_VERSION),
-                apiserver_port=st.get("apiserver_port", 0))
+        c = cls(
+            workdir=workdir,
+            version=st.get("version", K8S_VERSION),
+            apiserver_port=st.get("apiserver_port", 0),
+        )
         c.pids = {k: int(v) for k, v in st.get("pids", {}).items()}
         return c
 

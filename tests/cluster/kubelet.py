@@ -49,6 +49,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -108,20 +109,24 @@ class Api:
         else:
             self.ca = str(base / cluster["certificate-authority"])
         self.ca_pem = Path(self.ca).read_text()
-        headers = {}
-        cert = None
+        headers: dict[str, str] = {}
+        self.ssl = ssl.create_default_context(cafile=self.ca)
         if "token" in user:
             headers["Authorization"] = f"Bearer {user['token']}"
         elif "client-certificate" in user:
-            cert = (user["client-certificate"], user["client-key"])
-        self._kw = dict(verify=self.ca, headers=headers, cert=cert)
-        self.http = httpx.Client(base_url=self.server, timeout=30, **self._kw)
+            self.ssl.load_cert_chain(user["client-certificate"], user["client-key"])
+        self.headers = headers
+        self.http = httpx.Client(base_url=self.server, timeout=30, verify=self.ssl, headers=headers)
 
     def stream_client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.server, timeout=httpx.Timeout(30, read=None), **self._kw)
+        return httpx.Client(
+            base_url=self.server,
+            timeout=httpx.Timeout(30, read=None),
+            verify=self.ssl,
+            headers=self.headers,
+        )
 
-    def req(self, method: str, path: str, body=None, ctype="application/json",
-            ok=(200, 201, 202)):
+    def req(self, method: str, path: str, body=None, ctype="application/json", ok=(200, 201, 202)):
         data = json.dumps(body) if body is not None else None
         r = self.http.request(method, path, content=data, headers={"Content-Type": ctype})
         if r.status_code not in ok:
@@ -146,30 +151,50 @@ def node_objects(node_set: str) -> list[tuple[dict, dict]]:
     out = []
     for name, zone, gpus, product, cpu, mem in NODE_SETS[node_set]:
         labels = {
-            "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64", "topology.kubernetes.io/zone": zone,
-            "topology.kubernetes.io/region": "local", "llmbench.io/process-kubelet": "true",
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "topology.kubernetes.io/zone": zone,
+            "topology.kubernetes.io/region": "local",
+            "llmbench.io/process-kubelet": "true",
         }
         capacity = {"cpu": cpu, "memory": mem, "pods": "110", "ephemeral-storage": "500Gi"}
         taints = []
         if gpus:
-            labels.update({"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": product,
-                           "nvidia.com/gpu.count": str(gpus)})
+            labels.update(
+                {
+                    "nvidia.com/gpu.present": "true",
+                    "nvidia.com/gpu.product": product,
+                    "nvidia.com/gpu.count": str(gpus),
+                }
+            )
             capacity["nvidia.com/gpu"] = str(gpus)
             taints.append({"key": "nvidia.com/gpu", "effect": "NoSchedule"})
-        node = {"apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"taints": taints}}
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": taints},
+        }
         status = {
-            "capacity": capacity, "allocatable": dict(capacity),
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"},
-                          {"type": "Hostname", "address": name}],
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": name},
+            ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "machineID": name, "systemUUID": name, "bootID": name,
-                "kernelVersion": os.uname().release, "osImage": "llmbench process kubelet",
-                "containerRuntimeVersion": "process://host", "kubeletVersion": "v1.35.4",
-                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
+                "machineID": name,
+                "systemUUID": name,
+                "bootID": name,
+                "kernelVersion": os.uname().release,
+                "osImage": "llmbench process kubelet",
+                "containerRuntimeVersion": "process://host",
+                "kubeletVersion": "v1.35.4",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
             },
         }
         out.append((node, status))
@@ -178,12 +203,23 @@ def node_objects(node_set: str) -> list[tuple[dict, dict]]:
 
 def node_conditions() -> list[dict]:
     t = now()
-    conds = [("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-             ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-             ("PIDPressure", "False", "KubeletHasSufficientPID"),
-             ("Ready", "True", "KubeletReady")]
-    return [{"type": ty, "status": st, "reason": rs, "message": rs,
-             "lastHeartbeatTime": t, "lastTransitionTime": t} for ty, st, rs in conds]
+    conds = [
+        ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+        ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+        ("PIDPressure", "False", "KubeletHasSufficientPID"),
+        ("Ready", "True", "KubeletReady"),
+    ]
+    return [
+        {
+            "type": ty,
+            "status": st,
+            "reason": rs,
+            "message": rs,
+            "lastHeartbeatTime": t,
+            "lastTransitionTime": t,
+        }
+        for ty, st, rs in conds
+    ]
 
 
 # ------------------------------------------------------------------------------ containers
@@ -224,6 +260,7 @@ def expand(s: str, env: dict[str, str]) -> str:
         if m.group(0) == "$$":
             return "$"
         return env.get(m.group(1), m.group(0))
+
     return _VAR.sub(sub, s)
 
 
@@ -271,10 +308,13 @@ class PodRunner:
                         for item in src["downwardAPI"].get("items", []):
                             if "fieldRef" in item:
                                 (d / item["path"]).write_text(
-                                    self._field(item["fieldRef"]["fieldPath"]))
+                                    self._field(item["fieldRef"]["fieldPath"])
+                                )
         env: dict[str, str] = {
-            "PATH": f"{VENV_BIN}:{HOST_PATH}", "HOME": str(self.dir),
-            "HOSTNAME": self.name, "LLMBENCH_POD_DIR": str(self.dir),
+            "PATH": f"{VENV_BIN}:{HOST_PATH}",
+            "HOME": str(self.dir),
+            "HOSTNAME": self.name,
+            "LLMBENCH_POD_DIR": str(self.dir),
             "LANG": os.environ.get("LANG", "C.UTF-8"),
         }
         if os.environ.get("LLMBENCH_CACHE"):
@@ -290,17 +330,43 @@ class PodRunner:
             (sa_dir / "ca.crt").write_text(self.api.ca_pem)
             (sa_dir / "namespace").write_text(self.ns)
             kc = self.dir / "kubeconfig"
-            kc.write_text(yaml.safe_dump({
-                "apiVersion": "v1", "kind": "Config",
-                "clusters": [{"name": "in-cluster", "cluster": {
-                    "server": self.api.server, "certificate-authority": str(sa_dir / "ca.crt")}}],
-                "users": [{"name": sa, "user": {"tokenFile": str(sa_dir / "token")}}],
-                "contexts": [{"name": "in-cluster", "context": {
-                    "cluster": "in-cluster", "user": sa, "namespace": self.ns}}],
-                "current-context": "in-cluster"}))
+            kc.write_text(
+                yaml.safe_dump(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Config",
+                        "clusters": [
+                            {
+                                "name": "in-cluster",
+                                "cluster": {
+                                    "server": self.api.server,
+                                    "certificate-authority": str(sa_dir / "ca.crt"),
+                                },
+                            }
+                        ],
+                        "users": [{"name": sa, "user": {"tokenFile": str(sa_dir / "token")}}],
+                        "contexts": [
+                            {
+                                "name": "in-cluster",
+                                "context": {
+                                    "cluster": "in-cluster",
+                                    "user": sa,
+                                    "namespace": self.ns,
+                                },
+                            }
+                        ],
+                        "current-context": "in-cluster",
+                    }
+                )
+            )
             u = urllib.parse.urlsplit(self.api.server)
-            env.update({"KUBECONFIG": str(kc), "KUBERNETES_SERVICE_HOST": u.hostname or "",
-                        "KUBERNETES_SERVICE_PORT": str(u.port or 443)})
+            env.update(
+                {
+                    "KUBECONFIG": str(kc),
+                    "KUBERNETES_SERVICE_HOST": u.hostname or "",
+                    "KUBERNETES_SERVICE_PORT": str(u.port or 443),
+                }
+            )
             rewrites[SA_MOUNT] = str(sa_dir)
         self.vol_dirs = vol_dirs
         return rewrites, env
@@ -331,10 +397,19 @@ class PodRunner:
             (d / target).write_bytes(raw)
 
     def _token(self, sa: str) -> str:
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                "spec": {"expirationSeconds": 3600,
-                         "boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
-                                            "name": self.name, "uid": self.uid}}}
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "expirationSeconds": 3600,
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": self.name,
+                    "uid": self.uid,
+                },
+            },
+        }
         r = self.api.req("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts/{sa}/token", body)
         return r["status"]["token"]
 
@@ -344,11 +419,15 @@ class PodRunner:
         if m:
             return (md.get(m.group(1)) or {}).get(m.group(2), "")
         return {
-            "metadata.name": self.name, "metadata.namespace": self.ns, "metadata.uid": self.uid,
+            "metadata.name": self.name,
+            "metadata.namespace": self.ns,
+            "metadata.uid": self.uid,
             "spec.nodeName": spec.get("nodeName", ""),
             "spec.serviceAccountName": spec.get("serviceAccountName", ""),
-            "status.podIP": "127.0.0.1", "status.podIPs": "127.0.0.1",
-            "status.hostIP": "127.0.0.1", "status.hostIPs": "127.0.0.1",
+            "status.podIP": "127.0.0.1",
+            "status.podIPs": "127.0.0.1",
+            "status.hostIP": "127.0.0.1",
+            "status.hostIPs": "127.0.0.1",
         }.get(fp, "")
 
     def _key_ref(self, kind: str, ref: dict) -> str | None:
@@ -374,8 +453,11 @@ class PodRunner:
         env = dict(base)
         for ef in c.get("envFrom", []) or []:
             prefix = ef.get("prefix", "")
-            kind, ref = (("configmaps", ef["configMapRef"]) if "configMapRef" in ef
-                         else ("secrets", ef["secretRef"]))
+            kind, ref = (
+                ("configmaps", ef["configMapRef"])
+                if "configMapRef" in ef
+                else ("secrets", ef["secretRef"])
+            )
             try:
                 obj = self.api.get(f"/api/v1/namespaces/{self.ns}/{kind}/{ref['name']}")
             except ApiError:
@@ -437,19 +519,39 @@ class PodRunner:
             with self.lock:
                 for c in self.pod["spec"]["containers"]:
                     if c["name"] not in self.status:
-                        self.status[c["name"]] = self._cs(c, {"waiting": {
-                            "reason": "CreateContainerConfigError", "message": str(exc)[:500]}})
+                        self.status[c["name"]] = self._cs(
+                            c,
+                            {
+                                "waiting": {
+                                    "reason": "CreateContainerConfigError",
+                                    "message": str(exc)[:500],
+                                }
+                            },
+                        )
             self.report(message=str(exc)[:500])
             # wait for deletion; the pod stays Pending like on a real kubelet
         finally:
             pass
 
-    def _cs(self, c: dict, state: dict, restarts: int = 0, last: dict | None = None,
-            ready: bool = False, cid: str = "") -> dict:
-        cs = {"name": c["name"], "image": c.get("image", ""),
-              "imageID": "process://" + c.get("image", ""), "ready": ready,
-              "restartCount": restarts, "started": "running" in state, "state": state,
-              "lastState": last or {}}
+    def _cs(
+        self,
+        c: dict,
+        state: dict,
+        restarts: int = 0,
+        last: dict | None = None,
+        ready: bool = False,
+        cid: str = "",
+    ) -> dict:
+        cs = {
+            "name": c["name"],
+            "image": c.get("image", ""),
+            "imageID": "process://" + c.get("image", ""),
+            "ready": ready,
+            "restartCount": restarts,
+            "started": "running" in state,
+            "state": state,
+            "lastState": last or {},
+        }
         if cid:
             cs["containerID"] = cid
         return cs
@@ -471,9 +573,12 @@ class PodRunner:
                     self._finish_pod()
                     return
                 time.sleep(1)
-        threads = [threading.Thread(target=self._container_loop,
-                                    args=(c, rewrites, base_env, policy), daemon=True)
-                   for c in spec["containers"]]
+        threads = [
+            threading.Thread(
+                target=self._container_loop, args=(c, rewrites, base_env, policy), daemon=True
+            )
+            for c in spec["containers"]
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -494,24 +599,33 @@ class PodRunner:
             with self.lock:
                 cs = self.status[c["name"]]
                 last = {"terminated": cs["state"].get("terminated", {})}
-                self.status[c["name"]] = self._cs(c, {"waiting": {"reason": "CrashLoopBackOff"}},
-                                                  restarts, last)
+                self.status[c["name"]] = self._cs(
+                    c, {"waiting": {"reason": "CrashLoopBackOff"}}, restarts, last
+                )
             self.report()
             if self.wake.wait(backoff):
                 return
             backoff = min(backoff * 2, 10.0)
 
-    def _run_once(self, c: dict, rewrites, base_env, init: bool = False,
-                  restarts: int = 0) -> int | None:
+    def _run_once(
+        self, c: dict, rewrites, base_env, init: bool = False, restarts: int = 0
+    ) -> int | None:
         table = self.init_status if init else self.status
         argv, env, cdir = self._argv_env(c, rewrites, base_env)
         last = (table.get(c["name"]) or {}).get("lastState", {})
         if argv is None:
             with self.lock:
-                table[c["name"]] = self._cs(c, {"waiting": {
-                    "reason": "ErrImagePull",
-                    "message": f"process kubelet: no host command for image {c.get('image')!r} "
-                               "and no container command (see tests/cluster/kubelet.py)"}})
+                table[c["name"]] = self._cs(
+                    c,
+                    {
+                        "waiting": {
+                            "reason": "ErrImagePull",
+                            "message": f"process kubelet: no host command for image "
+                            f"{c.get('image')!r} and no container command "
+                            "(see tests/cluster/kubelet.py)",
+                        }
+                    },
+                )
             self.report()
             self.wake.wait()
             return None
@@ -523,16 +637,33 @@ class PodRunner:
             with self.lock:
                 if self.terminating:
                     return None
-                proc = subprocess.Popen(argv, cwd=self.dir, env=env, stdout=logf,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=self.dir,
+                    env=env,
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
                 self.procs[c["name"]] = proc
                 (cdir / "pid").write_text(str(proc.pid))
         except OSError as exc:
             with self.lock:
-                table[c["name"]] = self._cs(c, {"terminated": {
-                    "exitCode": 128, "reason": "StartError", "message": str(exc)[:1000],
-                    "startedAt": started, "finishedAt": now()}}, restarts, last)
+                table[c["name"]] = self._cs(
+                    c,
+                    {
+                        "terminated": {
+                            "exitCode": 128,
+                            "reason": "StartError",
+                            "message": str(exc)[:1000],
+                            "startedAt": started,
+                            "finishedAt": now(),
+                        }
+                    },
+                    restarts,
+                    last,
+                )
             self.report()
             return 128
         finally:
@@ -540,8 +671,14 @@ class PodRunner:
         cid = f"process://{proc.pid}"
         probe = c.get("readinessProbe")
         with self.lock:
-            table[c["name"]] = self._cs(c, {"running": {"startedAt": started}}, restarts, last,
-                                        ready=probe is None and not init, cid=cid)
+            table[c["name"]] = self._cs(
+                c,
+                {"running": {"startedAt": started}},
+                restarts,
+                last,
+                ready=probe is None and not init,
+                cid=cid,
+            )
         log(f"pod {self.ns}/{self.name} container {c['name']} started pid {proc.pid}: {argv}")
         self.report()
         next_probe = time.monotonic() + (probe or {}).get("initialDelaySeconds", 0)
@@ -576,8 +713,13 @@ class PodRunner:
             except FileNotFoundError:
                 pass
         exit_code = code if code >= 0 else 128 - code  # killed by signal N -> 128+N
-        term = {"exitCode": exit_code, "reason": "Completed" if code == 0 else "Error",
-                "startedAt": started, "finishedAt": now(), "containerID": cid}
+        term = {
+            "exitCode": exit_code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": started,
+            "finishedAt": now(),
+            "containerID": cid,
+        }
         if code < 0:
             term["signal"] = -code
         if msg:
@@ -597,6 +739,7 @@ class PodRunner:
                 if cp.get("name") == p:
                     return int(cp["containerPort"])
             return 0
+
         try:
             if "httpGet" in probe:
                 hg = probe["httpGet"]
@@ -606,11 +749,17 @@ class PodRunner:
                 return 200 <= r.status_code < 400
             if "tcpSocket" in probe:
                 with socket.create_connection(
-                        ("127.0.0.1", port_of(probe["tcpSocket"]["port"])), timeout=1):
+                    ("127.0.0.1", port_of(probe["tcpSocket"]["port"])), timeout=1
+                ):
                     return True
             if "exec" in probe:
-                r = subprocess.run(probe["exec"]["command"], env=env, cwd=self.dir,
-                                   capture_output=True, timeout=probe.get("timeoutSeconds", 1))
+                r = subprocess.run(
+                    probe["exec"]["command"],
+                    env=env,
+                    cwd=self.dir,
+                    capture_output=True,
+                    timeout=probe.get("timeoutSeconds", 1),
+                )
                 return r.returncode == 0
         except Exception:
             return False
@@ -618,10 +767,13 @@ class PodRunner:
 
     def _finish_pod(self) -> None:
         with self.lock:
-            terms = [cs["state"].get("terminated", {}) for cs in
-                     list(self.status.values()) + list(self.init_status.values())]
+            terms = [
+                cs["state"].get("terminated", {})
+                for cs in list(self.status.values()) + list(self.init_status.values())
+            ]
             ok = all(t.get("exitCode", 1) == 0 for t in terms) and len(self.status) == len(
-                self.pod["spec"]["containers"])
+                self.pod["spec"]["containers"]
+            )
             self.done = True
         self.report(phase="Succeeded" if ok else "Failed")
 
@@ -651,18 +803,40 @@ class PodRunner:
     def report(self, phase: str | None = None, message: str | None = None) -> None:
         with self.lock:
             spec = self.pod["spec"]
-            statuses = [self.status.get(c["name"]) or self._cs(
-                c, {"waiting": {"reason": "ContainerCreating" if not self.init_status
-                                else "PodInitializing"}}) for c in spec["containers"]]
-            inits = [self.init_status.get(c["name"]) or self._cs(
-                c, {"waiting": {"reason": "PodInitializing"}})
-                for c in spec.get("initContainers", []) or []]
+            statuses = [
+                self.status.get(c["name"])
+                or self._cs(
+                    c,
+                    {
+                        "waiting": {
+                            "reason": "ContainerCreating"
+                            if not self.init_status
+                            else "PodInitializing"
+                        }
+                    },
+                )
+                for c in spec["containers"]
+            ]
+            inits = [
+                self.init_status.get(c["name"])
+                or self._cs(c, {"waiting": {"reason": "PodInitializing"}})
+                for c in spec.get("initContainers", []) or []
+            ]
             if phase is None:
-                phase = "Running" if any("running" in cs["state"] or "terminated" in
-                                         cs["state"] or cs["restartCount"]
-                                         for cs in statuses) else "Pending"
-            init_done = all("terminated" in cs["state"] and cs["state"]["terminated"]
-                            ["exitCode"] == 0 for cs in inits)
+                phase = (
+                    "Running"
+                    if any(
+                        "running" in cs["state"]
+                        or "terminated" in cs["state"]
+                        or cs["restartCount"]
+                        for cs in statuses
+                    )
+                    else "Pending"
+                )
+            init_done = all(
+                "terminated" in cs["state"] and cs["state"]["terminated"]["exitCode"] == 0
+                for cs in inits
+            )
             ready = phase == "Running" and all(cs["ready"] for cs in statuses)
             t = now()
             conds = [
@@ -676,16 +850,24 @@ class PodRunner:
             for cd in conds:
                 p = prev.get(cd["type"])
                 cd["lastProbeTime"] = None
-                cd["lastTransitionTime"] = (p.get("lastTransitionTime") if p and p.get(
-                    "status") == cd["status"] else t)
+                cd["lastTransitionTime"] = (
+                    p.get("lastTransitionTime") if p and p.get("status") == cd["status"] else t
+                )
                 if cd["status"] == "False" and cd["type"] in ("Ready", "ContainersReady"):
-                    cd["reason"] = "PodCompleted" if phase in ("Succeeded", "Failed") \
-                        else "ContainersNotReady"
-            status = {"phase": phase, "conditions": conds, "hostIP": "127.0.0.1",
-                      "hostIPs": [{"ip": "127.0.0.1"}], "podIP": "127.0.0.1",
-                      "podIPs": [{"ip": "127.0.0.1"}], "startTime": self.start_time,
-                      "containerStatuses": statuses, "qosClass": self.pod.get(
-                          "status", {}).get("qosClass", "BestEffort")}
+                    cd["reason"] = (
+                        "PodCompleted" if phase in ("Succeeded", "Failed") else "ContainersNotReady"
+                    )
+            status = {
+                "phase": phase,
+                "conditions": conds,
+                "hostIP": "127.0.0.1",
+                "hostIPs": [{"ip": "127.0.0.1"}],
+                "podIP": "127.0.0.1",
+                "podIPs": [{"ip": "127.0.0.1"}],
+                "startTime": self.start_time,
+                "containerStatuses": statuses,
+                "qosClass": self.pod.get("status", {}).get("qosClass", "BestEffort"),
+            }
             if inits:
                 status["initContainerStatuses"] = inits
             if message:
@@ -731,10 +913,12 @@ class Kubelet:
 
     def _lease(self, name: str) -> None:
         path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": name, "namespace": "kube-node-lease"},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
-                         "renewTime": now_micro()}}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_micro()},
+        }
         try:
             self.api.merge_patch(path, {"spec": body["spec"]})
         except ApiError as e:
@@ -750,8 +934,10 @@ class Kubelet:
                 try:
                     self._lease(name)
                     if n % 4 == 0:
-                        self.api.merge_patch(f"/api/v1/nodes/{name}/status",
-                                             {"status": {"conditions": node_conditions()}})
+                        self.api.merge_patch(
+                            f"/api/v1/nodes/{name}/status",
+                            {"status": {"conditions": node_conditions()}},
+                        )
                 except Exception as exc:
                     log(f"heartbeat {name}: {exc}")
 
@@ -767,8 +953,9 @@ class Kubelet:
             if runner is None:
                 if deleted or pod["metadata"].get("deletionTimestamp"):
                     if not deleted:
-                        threading.Thread(target=self._final_delete, args=(pod,),
-                                         daemon=True).start()
+                        threading.Thread(
+                            target=self._final_delete, args=(pod,), daemon=True
+                        ).start()
                     return
                 if phase in ("Succeeded", "Failed"):
                     return  # finished before this kubelet (re)started
@@ -780,8 +967,9 @@ class Kubelet:
         if deleted or pod["metadata"].get("deletionTimestamp"):
             if not runner.terminating:
                 runner.terminating = True
-                threading.Thread(target=self._terminate, args=(runner, pod, deleted),
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._terminate, args=(runner, pod, deleted), daemon=True
+                ).start()
 
     def _terminate(self, runner: PodRunner, pod: dict, deleted: bool) -> None:
         grace = pod["metadata"].get("deletionGracePeriodSeconds")
@@ -797,9 +985,17 @@ class Kubelet:
     def _final_delete(self, pod: dict) -> None:
         md = pod["metadata"]
         try:
-            self.api.req("DELETE", f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}",
-                         {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                          "preconditions": {"uid": md["uid"]}}, ok=(200, 202))
+            self.api.req(
+                "DELETE",
+                f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": md["uid"]},
+                },
+                ok=(200, 202),
+            )
         except ApiError as e:
             if e.code not in (404, 409):
                 log(f"final delete {md['name']}: {e}")
@@ -820,8 +1016,13 @@ class Kubelet:
                         gone = [r for u, r in self.pods.items() if u not in seen]
                     for r in gone:
                         self.handle(r.pod, deleted=True)
-                params = {"watch": "1", "resourceVersion": rv, "allowWatchBookmarks": "true",
-                          "timeoutSeconds": "60", "fieldSelector": "spec.nodeName!="}
+                params = {
+                    "watch": "1",
+                    "resourceVersion": rv,
+                    "allowWatchBookmarks": "true",
+                    "timeoutSeconds": "60",
+                    "fieldSelector": "spec.nodeName!=",
+                }
                 with client.stream("GET", "/api/v1/pods", params=params) as r:
                     if r.status_code != 200:
                         rv = ""

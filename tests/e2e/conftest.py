@@ -88,10 +88,16 @@ class K8s:
 
         return client.ApiextensionsV1Api(self.api_client)
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([KUBECTL, "--kubeconfig", str(self.kubeconfig), *args], input=input,
-                           capture_output=True, text=True, timeout=timeout)
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if check and r.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({r.returncode}): {r.stderr}")
         return r
@@ -102,8 +108,9 @@ class K8s:
         self.kubectl("apply", *(["-n", namespace] if namespace else []), "-f", "-", input=doc)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
-        r = self.kubectl("get", kind, name, "-o", "json",
-                         *(["-n", namespace] if namespace else []), check=False)
+        r = self.kubectl(
+            "get", kind, name, "-o", "json", *(["-n", namespace] if namespace else []), check=False
+        )
         if r.returncode != 0:
             if "NotFound" in r.stderr:
                 return None
@@ -114,8 +121,14 @@ class K8s:
         r = self.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
         return json.loads(r.stdout)["items"]
 
-    def wait_for(self, what: str, fn: Callable[[], Any], timeout: float = 60,
-                 interval: float = 0.25, diag: Callable[[], str] | None = None) -> Any:
+    def wait_for(
+        self,
+        what: str,
+        fn: Callable[[], Any],
+        timeout: float = 60,
+        interval: float = 0.25,
+        diag: Callable[[], str] | None = None,
+    ) -> Any:
         """Polls fn until it returns something truthy; fails with what + diagnostics."""
         deadline = time.monotonic() + timeout
         while True:
@@ -133,8 +146,7 @@ class K8s:
             time.sleep(interval)
 
     def describe(self, namespace: str) -> str:
-        out = self.kubectl("get", "all,events", "-n", namespace, "-o", "wide",
-                           check=False).stdout
+        out = self.kubectl("get", "all,events", "-n", namespace, "-o", "wide", check=False).stdout
         if self.cluster is not None:
             out += "\n--- kubelet log tail ---\n" + self.cluster.log_tail("kubelet", 3000)
         return out
@@ -150,8 +162,9 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8s]:
     if external:
         path = Path(external)
         if not path.is_file():
-            pytest.fail(f"LLMBENCH_E2E_KUBECONFIG={external} does not name a kubeconfig file",
-                        pytrace=False)
+            pytest.fail(
+                f"LLMBENCH_E2E_KUBECONFIG={external} does not name a kubeconfig file", pytrace=False
+            )
         yield K8s(kubeconfig=path)
         return
     if _start_error:
@@ -166,7 +179,8 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8s]:
     rss = cluster.total_rss()
     sys.stderr.write(
         f"\n[k8s_cluster] {cluster.server} up in {cluster.start_seconds:.1f} s (warm start), "
-        f"total RSS {rss / 2**20:.0f} MiB; workdir {workdir}\n")
+        f"total RSS {rss / 2**20:.0f} MiB; workdir {workdir}\n"
+    )
     try:
         yield K8s(kubeconfig=cluster.kubeconfig, cluster=cluster)
     finally:
@@ -184,8 +198,11 @@ def namespace(k8s_cluster: K8s) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
     k8s_cluster.kubectl("create", "namespace", name)
     # the ServiceAccount controller creates 'default' asynchronously; pods need it
-    k8s_cluster.wait_for(f"ServiceAccount default in {name}",
-                         lambda: k8s_cluster.get("serviceaccount", "default", name), 30)
+    k8s_cluster.wait_for(
+        f"ServiceAccount default in {name}",
+        lambda: k8s_cluster.get("serviceaccount", "default", name),
+        30,
+    )
     try:
         yield name
     finally:

@@ -40,7 +40,8 @@ def terminated(pod: dict) -> dict | None:
 def job_condition(job: dict | None, ctype: str) -> bool:
     return bool(job) and any(
         c["type"] == ctype and c["status"] == "True"
-        for c in job.get("status", {}).get("conditions") or [])
+        for c in job.get("status", {}).get("conditions") or []
+    )
 
 
 def pid_alive(pid: int) -> bool:
@@ -67,32 +68,47 @@ def test_kubectl_get_nodes(k8s):
             assert {"key": "nvidia.com/gpu", "effect": "NoSchedule"} in n["spec"]["taints"]
         assert len({n["metadata"]["labels"]["kubernetes.io/hostname"] for n in nodes}) == len(nodes)
         assert {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes} >= {
-            "zone-a", "zone-b"}
+            "zone-a",
+            "zone-b",
+        }
 
 
 def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
     port = free_port()
     sim_labels = {"app": "inference-sim", "test": namespace}
     deploy = {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": "sim", "namespace": namespace},
         "spec": {
-            "replicas": 1, "selector": {"matchLabels": sim_labels},
+            "replicas": 1,
+            "selector": {"matchLabels": sim_labels},
             "template": {
                 "metadata": {"labels": sim_labels},
                 "spec": {
                     "tolerations": [GPU_TOLERATION],
-                    "containers": [{
-                        "name": "sim", "image": SIM_IMAGE,
-                        "args": ["--model", "e2e-model", "--port", str(port),
-                                 "--force-dummy-tokenizer", "--mode", "random",
-                                 "--time-to-first-token", "20ms",
-                                 "--inter-token-latency", "2ms"],
-                        "ports": [{"name": "http", "containerPort": port}],
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        "readinessProbe": {"tcpSocket": {"port": "http"},
-                                           "periodSeconds": 1},
-                    }],
+                    "containers": [
+                        {
+                            "name": "sim",
+                            "image": SIM_IMAGE,
+                            "args": [
+                                "--model",
+                                "e2e-model",
+                                "--port",
+                                str(port),
+                                "--force-dummy-tokenizer",
+                                "--mode",
+                                "random",
+                                "--time-to-first-token",
+                                "20ms",
+                                "--inter-token-latency",
+                                "2ms",
+                            ],
+                            "ports": [{"name": "http", "containerPort": port}],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                            "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 1},
+                        }
+                    ],
                 },
             },
         },
@@ -102,11 +118,18 @@ def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
 
     def ready_sim():
         pods = k8s.pods(namespace, selector)
-        return [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
-                                       for c in p["status"].get("conditions") or [])]
+        return [
+            p
+            for p in pods
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in p["status"].get("conditions") or []
+            )
+        ]
 
-    sim = k8s.wait_for("the inference-sim pod to be Ready", ready_sim, 90,
-                       diag=lambda: k8s.describe(namespace))[0]
+    sim = k8s.wait_for(
+        "the inference-sim pod to be Ready", ready_sim, 90, diag=lambda: k8s.describe(namespace)
+    )[0]
     node = k8s.get("node", sim["spec"]["nodeName"])
     assert "nvidia.com/gpu" in node["status"]["allocatable"], "sim did not land on a GPU node"
 
@@ -140,7 +163,8 @@ def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
         sys.exit(0 if chunks > 0 and done else 3)
     """)
     job = {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {"name": "bench", "namespace": namespace},
         "spec": {
             "backoffLimit": 0,
@@ -149,24 +173,41 @@ def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
                 "spec": {
                     "restartPolicy": "Never",
                     "tolerations": [GPU_TOLERATION],
-                    "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                        {"labelSelector": {"matchLabels": sim_labels},
-                         "topologyKey": "kubernetes.io/hostname"}]}},
-                    "containers": [{
-                        "name": "client", "image": PY_IMAGE,
-                        "command": ["python", "-c", client_script],
-                        "env": [{"name": "SIM_HOST", "value": sim["status"]["podIP"]},
-                                {"name": "SIM_PORT", "value": str(port)}],
-                    }],
+                    "affinity": {
+                        "podAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": sim_labels},
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [
+                        {
+                            "name": "client",
+                            "image": PY_IMAGE,
+                            "command": ["python", "-c", client_script],
+                            "env": [
+                                {"name": "SIM_HOST", "value": sim["status"]["podIP"]},
+                                {"name": "SIM_PORT", "value": str(port)},
+                            ],
+                        }
+                    ],
                 },
             },
         },
     }
     k8s.apply(job)
-    done = k8s.wait_for("Job bench to complete",
-                        lambda: job_condition(k8s.get("job", "bench", namespace), "Complete")
-                        or job_condition(k8s.get("job", "bench", namespace), "Failed"), 90,
-                        diag=lambda: k8s.describe(namespace))
+    done = k8s.wait_for(
+        "Job bench to complete",
+        lambda: (
+            job_condition(k8s.get("job", "bench", namespace), "Complete")
+            or job_condition(k8s.get("job", "bench", namespace), "Failed")
+        ),
+        90,
+        diag=lambda: k8s.describe(namespace),
+    )
     assert done
     assert job_condition(k8s.get("job", "bench", namespace), "Complete"), k8s.describe(namespace)
     (pod,) = k8s.pods(namespace, "app=bench")
@@ -179,19 +220,43 @@ def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
 
 
 def test_deleting_owner_garbage_collects_job_and_kills_pod(k8s, namespace):
-    owner = k8s.core.create_namespaced_config_map(namespace, {
-        "metadata": {"name": "owner"}, "data": {"role": "stands in for an LLMBenchmark"}})
+    owner = k8s.core.create_namespaced_config_map(
+        namespace,
+        {"metadata": {"name": "owner"}, "data": {"role": "stands in for an LLMBenchmark"}},
+    )
     job = {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "long", "namespace": namespace, "ownerReferences": [{
-            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-            "uid": owner.metadata.uid, "blockOwnerDeletion": True}]},
-        "spec": {"backoffLimit": 0, "template": {
-            "metadata": {"labels": {"app": "long"}},
-            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
-                     "containers": [{"name": "sleeper", "image": PY_IMAGE,
-                                     "command": ["python", "-c",
-                                                 "import time; time.sleep(600)"]}]}}},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "long",
+            "namespace": namespace,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "name": "owner",
+                    "uid": owner.metadata.uid,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {"app": "long"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [
+                        {
+                            "name": "sleeper",
+                            "image": PY_IMAGE,
+                            "command": ["python", "-c", "import time; time.sleep(600)"],
+                        }
+                    ],
+                },
+            },
+        },
     }
     k8s.apply(job)
 
@@ -199,8 +264,7 @@ def test_deleting_owner_garbage_collects_job_and_kills_pod(k8s, namespace):
         pods = k8s.pods(namespace, "app=long")
         return [p for p in pods if p["status"].get("phase") == "Running"]
 
-    (pod,) = k8s.wait_for("the Job's pod to run", running, 60,
-                          diag=lambda: k8s.describe(namespace))
+    (pod,) = k8s.wait_for("the Job's pod to run", running, 60, diag=lambda: k8s.describe(namespace))
     pid = None
     if k8s.local:
         cid = pod["status"]["containerStatuses"][0]["containerID"]
@@ -208,9 +272,12 @@ def test_deleting_owner_garbage_collects_job_and_kills_pod(k8s, namespace):
         assert pid_alive(pid)
 
     k8s.core.delete_namespaced_config_map("owner", namespace)
-    k8s.wait_for("the garbage collector to delete Job long",
-                 lambda: k8s.get("job", "long", namespace) is None, 60,
-                 diag=lambda: k8s.describe(namespace))
+    k8s.wait_for(
+        "the garbage collector to delete Job long",
+        lambda: k8s.get("job", "long", namespace) is None,
+        60,
+        diag=lambda: k8s.describe(namespace),
+    )
 
     def pod_gone_or_dead():
         p = k8s.get("pod", pod["metadata"]["name"], namespace)
@@ -218,20 +285,33 @@ def test_deleting_owner_garbage_collects_job_and_kills_pod(k8s, namespace):
             return not pid_alive(pid)
         return p is None
 
-    k8s.wait_for("the pod's process to be killed", pod_gone_or_dead, 60,
-                 diag=lambda: k8s.describe(namespace))
-    k8s.wait_for("the pod to be deleted",
-                 lambda: k8s.get("pod", pod["metadata"]["name"], namespace) is None, 60,
-                 diag=lambda: k8s.describe(namespace))
+    k8s.wait_for(
+        "the pod's process to be killed", pod_gone_or_dead, 60, diag=lambda: k8s.describe(namespace)
+    )
+    k8s.wait_for(
+        "the pod to be deleted",
+        lambda: k8s.get("pod", pod["metadata"]["name"], namespace) is None,
+        60,
+        diag=lambda: k8s.describe(namespace),
+    )
 
 
 def test_pod_asking_too_many_gpus_stays_pending_with_scheduler_reason(k8s, namespace):
     pod = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": "greedy", "namespace": namespace},
-        "spec": {"tolerations": [GPU_TOLERATION], "containers": [{
-            "name": "c", "image": PY_IMAGE, "command": ["python", "-c", "pass"],
-            "resources": {"limits": {"nvidia.com/gpu": "1000"}}}]},
+        "spec": {
+            "tolerations": [GPU_TOLERATION],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": PY_IMAGE,
+                    "command": ["python", "-c", "pass"],
+                    "resources": {"limits": {"nvidia.com/gpu": "1000"}},
+                }
+            ],
+        },
     }
     k8s.apply(pod)
 
@@ -242,8 +322,12 @@ def test_pod_asking_too_many_gpus_stays_pending_with_scheduler_reason(k8s, names
                 return p, c
         return None
 
-    p, cond = k8s.wait_for("PodScheduled=False on the greedy pod", unschedulable, 60,
-                           diag=lambda: k8s.describe(namespace))
+    p, cond = k8s.wait_for(
+        "PodScheduled=False on the greedy pod",
+        unschedulable,
+        60,
+        diag=lambda: k8s.describe(namespace),
+    )
     assert p["status"]["phase"] == "Pending"
     assert cond["reason"] == "Unschedulable"
     assert "Insufficient nvidia.com/gpu" in cond["message"], cond
@@ -294,42 +378,92 @@ RBAC_PROBE = textwrap.dedent("""
 
 
 def test_service_account_rbac_is_enforced_inside_pod(k8s, namespace):
-    k8s.apply([
-        {"apiVersion": "v1", "kind": "ServiceAccount",
-         "metadata": {"name": "runner", "namespace": namespace}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": "results-writer", "namespace": namespace},
-         "rules": [{"apiGroups": [""], "resources": ["configmaps"],
-                    "resourceNames": ["results"], "verbs": ["update"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "runner-results", "namespace": namespace},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                     "name": "results-writer"},
-         "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": namespace}]},
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "results", "namespace": namespace}, "data": {}},
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "other", "namespace": namespace}, "data": {}},
-        {"apiVersion": "v1", "kind": "Secret",
-         "metadata": {"name": "key", "namespace": namespace}, "stringData": {"token": "s3cr3t"}},
-    ])
-    k8s.apply({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "probe", "namespace": namespace},
-        "spec": {"serviceAccountName": "runner", "restartPolicy": "Never",
-                 "containers": [{"name": "probe", "image": PY_IMAGE,
-                                 "command": ["python", "-c", RBAC_PROBE]}]},
-    })
+    k8s.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "runner", "namespace": namespace},
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "results-writer", "namespace": namespace},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "resources": ["configmaps"],
+                        "resourceNames": ["results"],
+                        "verbs": ["update"],
+                    }
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "runner-results", "namespace": namespace},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": "results-writer",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "runner", "namespace": namespace}],
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "results", "namespace": namespace},
+                "data": {},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "other", "namespace": namespace},
+                "data": {},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "key", "namespace": namespace},
+                "stringData": {"token": "s3cr3t"},
+            },
+        ]
+    )
+    k8s.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": namespace},
+            "spec": {
+                "serviceAccountName": "runner",
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "probe", "image": PY_IMAGE, "command": ["python", "-c", RBAC_PROBE]}
+                ],
+            },
+        }
+    )
     pod = k8s.wait_for(
         "the RBAC probe pod to finish",
-        lambda: (p := k8s.get("pod", "probe", namespace))
-        and p["status"].get("phase") in ("Succeeded", "Failed") and p, 60,
-        diag=lambda: k8s.describe(namespace))
+        lambda: (
+            (p := k8s.get("pod", "probe", namespace))
+            and p["status"].get("phase") in ("Succeeded", "Failed")
+            and p
+        ),
+        60,
+        diag=lambda: k8s.describe(namespace),
+    )
     term = terminated(pod)
     assert pod["status"]["phase"] == "Succeeded", (term, k8s.describe(namespace))
     res = json.loads(term["message"])
-    assert res == {"update_own": 200, "read_secrets": 403, "read_secret": 403,
-                   "write_other": 403, "create_cm": 403, "read_own": 403}, res
+    assert res == {
+        "update_own": 200,
+        "read_secrets": 403,
+        "read_secret": 403,
+        "write_other": 403,
+        "create_cm": 403,
+        "read_own": 403,
+    }, res
     assert k8s.get("configmap", "results", namespace)["data"] == {"written": "yes"}
     assert not k8s.get("configmap", "other", namespace).get("data")
 
@@ -337,44 +471,65 @@ def test_service_account_rbac_is_enforced_inside_pod(k8s, namespace):
 def test_crd_cel_rule_rejects_violating_object(k8s):
     group = "e2e.llmbench.io"
     crd = {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": f"celwidgets.{group}"},
         "spec": {
-            "group": group, "scope": "Namespaced",
+            "group": group,
+            "scope": "Namespaced",
             "names": {"plural": "celwidgets", "singular": "celwidget", "kind": "CelWidget"},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {"spec": {
-                        "type": "object",
-                        "properties": {"minReplicas": {"type": "integer"},
-                                       "maxReplicas": {"type": "integer"}},
-                        "x-kubernetes-validations": [{
-                            "rule": "self.minReplicas <= self.maxReplicas",
-                            "message": "minReplicas must not exceed maxReplicas"}],
-                    }},
-                }},
-            }],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {
+                                        "minReplicas": {"type": "integer"},
+                                        "maxReplicas": {"type": "integer"},
+                                    },
+                                    "x-kubernetes-validations": [
+                                        {
+                                            "rule": "self.minReplicas <= self.maxReplicas",
+                                            "message": "minReplicas must not exceed maxReplicas",
+                                        }
+                                    ],
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
         },
     }
     k8s.apply(crd)
-    k8s.kubectl("wait", "--for=condition=Established", f"crd/celwidgets.{group}",
-                "--timeout=30s")
+    k8s.kubectl("wait", "--for=condition=Established", f"crd/celwidgets.{group}", "--timeout=30s")
     ns = "default"
 
     def obj(name, lo, hi):
-        return json.dumps({"apiVersion": f"{group}/v1", "kind": "CelWidget",
-                           "metadata": {"name": name, "namespace": ns},
-                           "spec": {"minReplicas": lo, "maxReplicas": hi}})
+        return json.dumps(
+            {
+                "apiVersion": f"{group}/v1",
+                "kind": "CelWidget",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"minReplicas": lo, "maxReplicas": hi},
+            }
+        )
 
     name_ok = f"ok-{os.getpid()}"
     ok = k8s.kubectl("create", "-f", "-", input=obj(name_ok, 1, 3), check=False)
     # discovery of a fresh CRD can lag behind Established for a moment
     for _ in range(20):
-        if "the server doesn't have a resource type" not in ok.stderr and \
-                "no matches for kind" not in ok.stderr:
+        if (
+            "the server doesn't have a resource type" not in ok.stderr
+            and "no matches for kind" not in ok.stderr
+        ):
             break
         time.sleep(0.5)
         ok = k8s.kubectl("create", "-f", "-", input=obj(name_ok, 1, 3), check=False)

@@ -19,6 +19,7 @@ def finished(k8s, namespace, name):
     def check():
         p = k8s.get("pod", name, namespace)
         return p if p and p["status"].get("phase") in ("Succeeded", "Failed") else None
+
     return k8s.wait_for(f"pod {name} to finish", check, 60, diag=lambda: k8s.describe(namespace))
 
 
@@ -32,59 +33,121 @@ def test_env_sources_volumes_and_termination_message(k8s, namespace):
         out["cfgfile"] = open("/etc/cfg/k").read()
         open("/tmp/term/msg", "w").write(json.dumps(out))
     """)
-    k8s.apply([
-        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": namespace},
-         "stringData": {"token": "s3cr3t"}},
-        {"apiVersion": "v1", "kind": "ConfigMap",
-         "metadata": {"name": "cm", "namespace": namespace}, "data": {"k": "v1"}},
-    ])
-    k8s.apply({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "envy", "namespace": namespace, "labels": {"tier": "bench"}},
-        "spec": {
-            "restartPolicy": "Never", "automountServiceAccountToken": False,
-            "volumes": [{"name": "scratch", "emptyDir": {}},
-                        {"name": "cfg", "configMap": {"name": "cm"}}],
-            "containers": [{
-                "name": "c", "image": PY_IMAGE, "command": ["python", "-c", script],
-                "terminationMessagePath": "/tmp/term/msg",
-                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"},
-                                 {"name": "cfg", "mountPath": "/etc/cfg"},
-                                 {"name": "scratch", "mountPath": "/tmp/term"}],
-                "envFrom": [{"configMapRef": {"name": "cm"}, "prefix": "FROM_CM_"}],
-                "env": [
-                    {"name": "PLAIN", "value": "p"},
-                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                    {"name": "NS", "valueFrom": {"fieldRef": {
-                        "fieldPath": "metadata.namespace"}}},
-                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                    {"name": "LABEL", "valueFrom": {"fieldRef": {
-                        "fieldPath": "metadata.labels['tier']"}}},
-                    {"name": "SECRET", "valueFrom": {"secretKeyRef": {"name": "s",
-                                                                      "key": "token"}}},
-                    {"name": "CM", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}},
-                    {"name": "EXPANDED", "value": "$(PLAIN)-$(POD)"},
+    k8s.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "s", "namespace": namespace},
+                "stringData": {"token": "s3cr3t"},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "cm", "namespace": namespace},
+                "data": {"k": "v1"},
+            },
+        ]
+    )
+    k8s.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "envy", "namespace": namespace, "labels": {"tier": "bench"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "volumes": [
+                    {"name": "scratch", "emptyDir": {}},
+                    {"name": "cfg", "configMap": {"name": "cm"}},
                 ],
-            }],
-        },
-    })
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": PY_IMAGE,
+                        "command": ["python", "-c", script],
+                        "terminationMessagePath": "/tmp/term/msg",
+                        "volumeMounts": [
+                            {"name": "scratch", "mountPath": "/scratch"},
+                            {"name": "cfg", "mountPath": "/etc/cfg"},
+                            {"name": "scratch", "mountPath": "/tmp/term"},
+                        ],
+                        "envFrom": [{"configMapRef": {"name": "cm"}, "prefix": "FROM_CM_"}],
+                        "env": [
+                            {"name": "PLAIN", "value": "p"},
+                            {
+                                "name": "POD",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                            },
+                            {
+                                "name": "NS",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                            },
+                            {
+                                "name": "NODE",
+                                "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+                            },
+                            {
+                                "name": "LABEL",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['tier']"}},
+                            },
+                            {
+                                "name": "SECRET",
+                                "valueFrom": {"secretKeyRef": {"name": "s", "key": "token"}},
+                            },
+                            {
+                                "name": "CM",
+                                "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}},
+                            },
+                            {"name": "EXPANDED", "value": "$(PLAIN)-$(POD)"},
+                        ],
+                    }
+                ],
+            },
+        }
+    )
     pod = finished(k8s, namespace, "envy")
     term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert pod["status"]["phase"] == "Succeeded", term
     out = json.loads(term["message"])
-    assert out == {"PLAIN": "p", "POD": "envy", "NS": namespace, "NODE": pod["spec"]["nodeName"],
-                   "LABEL": "bench", "SECRET": "s3cr3t", "CM": "v1", "EXPANDED": "p-envy",
-                   "FROM_CM_k": "v1", "scratch": "kept", "cfgfile": "v1"}
+    assert out == {
+        "PLAIN": "p",
+        "POD": "envy",
+        "NS": namespace,
+        "NODE": pod["spec"]["nodeName"],
+        "LABEL": "bench",
+        "SECRET": "s3cr3t",
+        "CM": "v1",
+        "EXPANDED": "p-envy",
+        "FROM_CM_k": "v1",
+        "scratch": "kept",
+        "cfgfile": "v1",
+    }
 
 
 def test_failure_exit_code_and_fallback_to_logs(k8s, namespace):
-    k8s.apply({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "boom", "namespace": namespace},
-        "spec": {"restartPolicy": "Never", "containers": [{
-            "name": "c", "image": PY_IMAGE, "terminationMessagePolicy": "FallbackToLogsOnError",
-            "command": ["python", "-c", "import sys; print('it broke here'); sys.exit(7)"]}]},
-    })
+    k8s.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "boom", "namespace": namespace},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": PY_IMAGE,
+                        "terminationMessagePolicy": "FallbackToLogsOnError",
+                        "command": [
+                            "python",
+                            "-c",
+                            "import sys; print('it broke here'); sys.exit(7)",
+                        ],
+                    }
+                ],
+            },
+        }
+    )
     pod = finished(k8s, namespace, "boom")
     assert pod["status"]["phase"] == "Failed"
     term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
@@ -100,14 +163,25 @@ def test_restart_policy_on_failure_restarts_until_success(k8s, namespace):
         open(p, "w").write(str(n))
         sys.exit(0 if n >= 2 else 1)
     """)
-    k8s.apply({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "flaky", "namespace": namespace},
-        "spec": {"restartPolicy": "OnFailure", "volumes": [{"name": "w", "emptyDir": {}}],
-                 "containers": [{"name": "c", "image": PY_IMAGE,
-                                 "command": ["python", "-c", script],
-                                 "volumeMounts": [{"name": "w", "mountPath": "/work"}]}]},
-    })
+    k8s.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "flaky", "namespace": namespace},
+            "spec": {
+                "restartPolicy": "OnFailure",
+                "volumes": [{"name": "w", "emptyDir": {}}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": PY_IMAGE,
+                        "command": ["python", "-c", script],
+                        "volumeMounts": [{"name": "w", "mountPath": "/work"}],
+                    }
+                ],
+            },
+        }
+    )
     pod = finished(k8s, namespace, "flaky")
     cs = pod["status"]["containerStatuses"][0]
     assert pod["status"]["phase"] == "Succeeded"
@@ -125,24 +199,40 @@ def test_deletion_sends_sigterm_first(k8s, namespace):
         print("ready", flush=True)
         time.sleep(600)
     """)
-    k8s.apply({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "polite", "namespace": namespace},
-        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 20,
-                 "volumes": [{"name": "scratch", "emptyDir": {}}],
-                 "containers": [{"name": "c", "image": PY_IMAGE,
-                                 "command": ["python", "-c", script],
-                                 "volumeMounts": [{"name": "scratch",
-                                                   "mountPath": "/scratch"}]}]},
-    })
-    k8s.wait_for("pod polite to run",
-                 lambda: k8s.get("pod", "polite", namespace)["status"].get("phase") == "Running",
-                 60, diag=lambda: k8s.describe(namespace))
+    k8s.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "polite", "namespace": namespace},
+            "spec": {
+                "restartPolicy": "Never",
+                "terminationGracePeriodSeconds": 20,
+                "volumes": [{"name": "scratch", "emptyDir": {}}],
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": PY_IMAGE,
+                        "command": ["python", "-c", script],
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                    }
+                ],
+            },
+        }
+    )
+    k8s.wait_for(
+        "pod polite to run",
+        lambda: k8s.get("pod", "polite", namespace)["status"].get("phase") == "Running",
+        60,
+        diag=lambda: k8s.describe(namespace),
+    )
     time.sleep(1)  # let the interpreter install its handler
     k8s.kubectl("delete", "pod", "polite", "-n", namespace, "--wait=false")
-    k8s.wait_for("pod polite to be deleted well within its 20 s grace period",
-                 lambda: k8s.get("pod", "polite", namespace) is None, 15,
-                 diag=lambda: k8s.describe(namespace))
+    k8s.wait_for(
+        "pod polite to be deleted well within its 20 s grace period",
+        lambda: k8s.get("pod", "polite", namespace) is None,
+        15,
+        diag=lambda: k8s.describe(namespace),
+    )
     if k8s.local:  # the emptyDir outlives the pod on the process kubelet: look inside
         pods_dir = k8s.cluster.workdir / "pods"
         marks = list(pods_dir.glob(f"{namespace}_polite_*/volumes/scratch/got-sigterm"))
