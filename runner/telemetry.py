@@ -678,9 +678,9 @@ def _summarize_dcgm(
         if len(energy) >= 2:
             inc_mj, g.energy_counter_resets = _counter_increase(energy)
             g.energy_j = inc_mj / 1000.0
-        last = rows[-1][1]
-        limit = last.get(ENFORCED_POWER_LIMIT, last.get(POWER_LIMIT))
-        g.power_limit_w = limit
+        # static-ish figures from the latest scrape that has them (a GPU may miss one scrape)
+        last = next((r for _, r in reversed(rows) if POWER in r or FB_USED in r), rows[-1][1])
+        g.power_limit_w = last.get(ENFORCED_POWER_LIMIT, last.get(POWER_LIMIT))
         if FB_USED in last and FB_FREE in last:
             total_mib = last[FB_USED] + last[FB_FREE] + last.get(FB_RESERVED, 0.0)
             g.memory_total_gb = total_mib * _MIB / 1e9
@@ -1131,15 +1131,17 @@ def telemetry_section(
 
 
 class TelemetryCollector:
-    """Scrapes Prometheus text endpoints across one measurement window.
+    """Scrapes Prometheus text endpoints across measurement windows.
 
-    ``start()`` takes a boundary scrape of every URL and starts a periodic asyncio task;
-    ``stop()`` cancels it, takes the closing boundary scrape and returns the summary. Neither
-    raises: a URL that cannot be fetched logs one warning naming it (at its first failure) and
-    its table is left out. Timestamps use ``time.perf_counter_ns`` like the request records, so
-    the window lines up with the client's.
+    ``start()`` takes a boundary scrape of every URL and starts one periodic asyncio task per
+    URL; ``stop()`` cancels them, takes the closing boundary scrape and returns the window's
+    summary. Neither raises: a URL that cannot be fetched logs one warning naming it (at its
+    first failure) and its table is left out. Timestamps use ``time.perf_counter_ns`` like the
+    request records, so the window lines up with the client's.
 
-    One collector serves one window; create a new one per load point.
+    The collector may be reused for the next load point (``start()`` again after ``stop()``):
+    a URL that never answered in the previous window is then left out of the boundary scrapes
+    (its loop still retries it, 5x less often), so a dead exporter costs each point no timeout.
     """
 
     def __init__(
@@ -1157,7 +1159,7 @@ class TelemetryCollector:
         Args:
             urls: Prometheus text URLs (dcgm-exporter, the server's ``/metrics``); see
                 :func:`metrics_urls`.
-            interval_s: periodic scrape interval (``--telemetry-interval``).
+            interval_s: periodic scrape interval (``--telemetry-interval``), at least 50 ms.
             gpu_filter: GPUs that serve the target.
             timeout_s: per-request timeout; short so a hung exporter cannot stall the point.
             headers: extra request headers (e.g. a bearer token for a protected endpoint).
@@ -1169,25 +1171,34 @@ class TelemetryCollector:
         self.timeout_s = timeout_s
         self._headers = dict(headers or {})
         self._clock = clock
-        self._scrapes: dict[str, list[Scrape]] = {u: [] for u in self.urls}
-        self._failures: dict[str, list[str]] = {u: [] for u in self.urls}
-        self._attempts: dict[str, int] = {u: 0 for u in self.urls}
+        self._scrapes: dict[str, list[Scrape]] = {}
+        self._failures: dict[str, list[str]] = {}
+        self._attempts: dict[str, int] = {}
+        self._dead: set[str] = set()
         self._client: httpx.AsyncClient | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._t0: int = 0
-        self._started = False
+        self._running = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._scrapes = {u: [] for u in self.urls}
+        self._failures = {u: [] for u in self.urls}
+        self._attempts = {u: 0 for u in self.urls}
 
     @property
     def raw_scrapes(self) -> dict[str, list[Scrape]]:
-        """Everything fetched so far (compacted, see :func:`compact_exposition`), URL ->
-        ``(t_ns, text)``; keep it to re-analyse offline with :func:`summarize_scrapes`."""
+        """The current (or last) window's scrapes, compacted (see :func:`compact_exposition`),
+        URL -> ``(t_ns, text)``; keep them to re-analyse offline with :func:`summarize_scrapes`.
+        """
         return {u: list(v) for u, v in self._scrapes.items()}
 
     async def start(self) -> None:
-        """Open the window: boundary scrape now, then one every ``interval_s``."""
-        if self._started:
+        """Open a window: boundary scrape now, then one every ``interval_s``. Never raises."""
+        if self._running:
             return
-        self._started = True
+        self._running = True
+        self._reset()
         self._t0 = self._clock()
         if not self.urls:
             return
@@ -1199,22 +1210,29 @@ class TelemetryCollector:
                 headers=self._headers,
                 trust_env=False,
             )
-            await self._scrape_all()
-            self._task = asyncio.create_task(self._loop(), name="llmbench-telemetry")
+            await self._scrape_all([u for u in self.urls if u not in self._dead])
+            # one loop per URL: a slow or black-holed exporter delays only its own samples
+            self._tasks = [
+                asyncio.create_task(self._loop(u), name=f"llmbench-telemetry {u}")
+                for u in self.urls
+            ]
         except Exception as exc:  # never take the run down
             logger.warning("telemetry: could not start (%s); continuing without it", exc)
 
     async def stop(self) -> TelemetryResult:
-        """Close the window: stop the loop, boundary scrape, summarise. Never raises."""
+        """Close the window: stop the loops, boundary scrape, summarise. Never raises."""
         t_end = self._clock()
         try:
-            if self._task is not None:
-                self._task.cancel()
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._task
-                self._task = None
+                    await task
+            self._tasks = []
             if self._client is not None:
-                await self._scrape_all()
+                # skip URLs that never answered: the run should not wait out their timeouts
+                alive = [u for u in self.urls if self._scrapes[u] or not self._failures[u]]
+                await self._scrape_all([u for u in alive if u not in self._dead])
                 t_end = self._clock()
         except Exception as exc:
             logger.warning("telemetry: closing scrape failed (%s)", exc)
@@ -1223,7 +1241,10 @@ class TelemetryCollector:
                 with contextlib.suppress(Exception):
                     await self._client.aclose()
                 self._client = None
-        return self._summarize(t_end)
+            self._running = False
+        result = self._summarize(t_end)
+        self._dead = {u for u in self.urls if not self._scrapes[u]}
+        return result
 
     def _summarize(self, t_end: int) -> TelemetryResult:
         ok = {u: s for u, s in self._scrapes.items() if s}
@@ -1255,24 +1276,35 @@ class TelemetryCollector:
                     f"telemetry {url}: {len(fails)} of {self._attempts[url]} scrapes failed "
                     f"({fails[0]}); {tail}"
                 )
+            elif url in self._dead and not self._scrapes[url]:
+                fetch_warnings.append(
+                    f"telemetry {url}: unreachable in an earlier window and not answering "
+                    "now; continuing without this source"
+                )
             result.scrape_counts.setdefault(url, 0)
         result.warnings[:0] = fetch_warnings  # logged already, at the first failure
         return result
 
-    async def _loop(self) -> None:
-        """Scrape on a fixed grid from the window start; a slow scrape skips ticks, not drifts."""
+    async def _loop(self, url: str) -> None:
+        """Scrape ``url`` on a fixed grid from the window start; a slow scrape skips ticks
+        instead of drifting. A URL that has only ever failed is retried 5x less often."""
         k = 1
+        step_ns = self.interval_s * 1e9
         while True:
-            target = self._t0 + int(k * self.interval_s * 1e9)
+            if url in self._dead or (self._failures[url] and not self._scrapes[url]):
+                k = max(k, 5)
+            target = self._t0 + int(k * step_ns)
             delay = (target - self._clock()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
-            await self._scrape_all()
+            await self._scrape_one(url)
             now = self._clock()
-            k = max(k + 1, int((now - self._t0) / (self.interval_s * 1e9)) + 1)
+            k = max(k + 1, int((now - self._t0) / step_ns) + 1)
+            if self._failures[url] and not self._scrapes[url]:
+                k += 4
 
-    async def _scrape_all(self) -> None:
-        await asyncio.gather(*(self._scrape_one(u) for u in self.urls))
+    async def _scrape_all(self, urls: Sequence[str]) -> None:
+        await asyncio.gather(*(self._scrape_one(u) for u in urls))
 
     async def _scrape_one(self, url: str) -> None:
         assert self._client is not None
@@ -1287,7 +1319,7 @@ class TelemetryCollector:
             raise
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}".rstrip(": ")
-            if not self._failures[url]:
+            if not self._failures[url] and url not in self._dead:
                 logger.warning("telemetry %s: scrape failed (%s); continuing without it", url, why)
             self._failures[url].append(why)
             return

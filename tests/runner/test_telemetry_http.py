@@ -278,3 +278,44 @@ def test_foreign_traffic_detected_against_llmbench_sim() -> None:
     ft = sig["foreign_traffic"]
     assert ft["severity"] == "error"
     assert ft["numbers"] == {"server_completed": 17.0, "client_completed": 10, "excess": 7.0}
+
+
+def test_slow_exporter_does_not_delay_the_others() -> None:
+    texts = load_texts("dcgm_4gpu_window.txt")
+    expo = _Exposition()
+    expo.add("/slow", [texts[0]], delay_s=1.0)
+    expo.add("/metrics", texts)
+    with serve(expo) as base:
+        good = f"{base}/metrics"
+        c = TelemetryCollector(
+            [f"{base}/slow", good], interval_s=0.05, gpu_filter=POD, timeout_s=0.3
+        )
+        r = asyncio.run(run_window(c, 0.5))
+    assert r.scrape_counts[good] >= 5  # ~every 50 ms, not every 300 ms timeout
+    assert len(r.gpus) == 2
+    assert len(r.warnings) == 1 and "/slow" in r.warnings[0] and "Timeout" in r.warnings[0]
+
+
+def test_reused_collector_skips_a_dead_exporter_at_boundaries(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    texts = load_texts("dcgm_4gpu_window.txt")
+    expo = _Exposition()
+    expo.add("/metrics", texts)
+    expo.add("/hang", [texts[0]], delay_s=1.0)
+    with serve(expo) as base, caplog.at_level(logging.WARNING):
+        hang = f"{base}/hang"
+        c = TelemetryCollector([hang, f"{base}/metrics"], interval_s=1.0, timeout_s=0.4)
+
+        async def two_points() -> tuple[TelemetryResult, TelemetryResult, float]:
+            first = await run_window(c, 0.0)
+            t0 = time.monotonic()
+            second = await run_window(c, 0.0)
+            return first, second, time.monotonic() - t0
+
+        first, second, second_s = asyncio.run(two_points())
+    assert len(first.gpus) == 4 and len(second.gpus) == 4
+    assert second_s < 0.35  # no 0.4 s timeout at either boundary of the second point
+    for r in (first, second):
+        assert len(r.warnings) == 1 and hang in r.warnings[0]
+    assert len([rec for rec in caplog.records if hang in rec.getMessage()]) == 1
