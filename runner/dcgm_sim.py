@@ -23,12 +23,21 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 import uuid as uuid_mod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["CONTENT_TYPE", "SIMULATED_MODEL_NAME", "DcgmSimState", "DcgmSimulator", "render"]
+__all__ = [
+    "CONTENT_TYPE",
+    "SIMULATED_MODEL_NAME",
+    "DcgmSimState",
+    "DcgmSimulator",
+    "render",
+    "serve_dcgm",
+]
 
 #: The ``modelName`` label of every simulated series.
 SIMULATED_MODEL_NAME = "llmbench-simulated-GPU"
@@ -216,3 +225,37 @@ class DcgmSimulator:
             load = 0.0
         self.state.update(load, self._clock())
         return render(self.state)
+
+
+async def serve_dcgm(
+    sim: DcgmSimulator, host: str = "127.0.0.1", port: int = 9400, path: str = "/metrics"
+) -> asyncio.Server:
+    """Serve ``sim`` like dcgm-exporter does (``GET /metrics`` on its own port).
+
+    For ``llmbench sim --dcgm-port``: a second listener next to the OpenAI endpoint, so the
+    profile runner's ``--server-metrics-url http://host:9400/metrics`` works unchanged. Minimal
+    HTTP/1.1 (one request per connection); close it with ``server.close()``.
+    """
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=10)
+            method, target = (head.split(b"\r\n", 1)[0].split(b" ") + [b"", b""])[:2]
+            if method == b"GET" and target.split(b"?", 1)[0] == path.encode():
+                status, body, ctype = b"200 OK", sim.metrics_text().encode(), CONTENT_TYPE
+            else:
+                status, body, ctype = b"404 Not Found", b"not found\n", "text/plain"
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\ncontent-type: " + ctype.encode()
+                + b"\r\ncontent-length: " + str(len(body)).encode()
+                + b"\r\nconnection: close\r\n\r\n" + body
+            )  # fmt: skip
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    return await asyncio.start_server(handle, host, port)

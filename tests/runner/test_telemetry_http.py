@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from llmbench.runner.dcgm_sim import CONTENT_TYPE, DcgmSimState, DcgmSimulator
+from llmbench.runner.dcgm_sim import CONTENT_TYPE, DcgmSimState, DcgmSimulator, serve_dcgm
 from llmbench.runner.telemetry import (
     GpuFilter,
     TelemetryCollector,
@@ -319,3 +319,35 @@ def test_reused_collector_skips_a_dead_exporter_at_boundaries(
     for r in (first, second):
         assert len(r.warnings) == 1 and hang in r.warnings[0]
     assert len([rec for rec in caplog.records if hang in rec.getMessage()]) == 1
+
+
+def test_serve_dcgm_is_scrapable_like_an_exporter() -> None:
+    running = [0]
+    sim = DcgmSimulator(
+        DcgmSimState(n_gpus=1, pod="vllm-llama-0", namespace="llm"),
+        load=lambda: running[0] / 4,
+    )
+
+    async def scenario() -> tuple[TelemetryResult, int]:
+        server = await serve_dcgm(sim, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with httpx.AsyncClient(trust_env=False) as http:
+                missing = (await http.get(f"http://127.0.0.1:{port}/nope")).status_code
+            c = TelemetryCollector(
+                [f"http://127.0.0.1:{port}/metrics"], interval_s=0.05, gpu_filter=POD
+            )
+            await c.start()
+            running[0] = 4
+            await asyncio.sleep(0.2)
+            return await c.stop(), missing
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    r, missing = asyncio.run(scenario())
+    assert missing == 404
+    g = r.gpus["llmbench-sim:gpu0"]
+    assert g.model_name == "llmbench-simulated-GPU"
+    assert g.power_w.min == 70.0 and g.power_w.max == 650.0  # idle at start, then full load
+    assert r.warnings == []
