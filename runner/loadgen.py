@@ -44,6 +44,7 @@ class LoadConfig:
     request_timeout_s: float | None = 600.0
     workers: int = 1
     endpoint_type: str = "chat"
+    buffer_mb: float = 128.0
 
 
 class Progress:
@@ -95,7 +96,6 @@ async def run_load(
     progress = progress or Progress()
     stop = stop or asyncio.Event()
     client = Client(target)
-    raw: list[tuple[RequestRecord, Exchange, int]] = []
     state = _State(cfg, indices)
     try:
         work: asyncio.Future[Any]
@@ -104,7 +104,7 @@ async def run_load(
             await _wait_until(start_at_ns)
             work = asyncio.gather(
                 *(
-                    _closed_slot(client, conns[i], bodies, cfg, state, raw, progress, worker)
+                    _closed_slot(client, conns[i], bodies, cfg, state, progress, worker)
                     for i in range(slots)
                 )
             )
@@ -112,7 +112,7 @@ async def run_load(
             for conn in await _preconnect(client, min(slots, 64)):
                 client.release(conn)
             await _wait_until(start_at_ns)
-            work = asyncio.gather(_open_loop(client, bodies, cfg, state, raw, progress, worker))
+            work = asyncio.gather(_open_loop(client, bodies, cfg, state, progress, worker))
         stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
         await asyncio.wait((work, stopper), return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
@@ -127,11 +127,8 @@ async def run_load(
                 raise failure
     finally:
         client.close()
-    records: list[RequestRecord] = []
-    for rec, ex, sent in raw:
-        fill_record(rec, ex, sent, cfg.endpoint_type)
-        records.append(rec)
-    return records
+    state.decode(len(state.raw))
+    return state.records
 
 
 class _Unbounded(Sequence[int]):
@@ -151,6 +148,29 @@ class _State:
         self.next = 0
         self.tx: int | None = None  # first measured send, for duration-bounded runs
         self.stopped = False
+        self.raw: list[tuple[RequestRecord, Exchange, int]] = []
+        self.records: list[RequestRecord] = []
+        self.buffered = 0
+
+    def add(self, rec: RequestRecord, ex: Exchange, sent: int) -> None:
+        """Keeps a finished exchange undecoded; decodes the oldest when over the memory budget.
+
+        Decoding waits for the end of the run because it costs CPU the live streams would
+        wait for; the budget (``LoadConfig.buffer_mb``) bounds the memory that waiting costs.
+        """
+        self.raw.append((rec, ex, sent))
+        self.buffered += sum(len(p) for _, p in ex.pieces)
+        if self.buffered > self.cfg.buffer_mb * 2**20:
+            self.decode(len(self.raw) // 2 + 1)
+
+    def decode(self, n: int) -> None:
+        """Turns the ``n`` oldest finished exchanges into records and frees their bytes."""
+        endpoint = self.cfg.endpoint_type
+        for rec, ex, sent in self.raw[:n]:
+            fill_record(rec, ex, sent, endpoint)
+            self.buffered -= sum(len(p) for _, p in ex.pieces)
+            self.records.append(rec)
+        del self.raw[:n]
 
     def take(self) -> int | None:
         """The next request number to send, or None when the budget is spent."""
@@ -187,7 +207,6 @@ async def _closed_slot(
     bodies: Sequence[bytes],
     cfg: LoadConfig,
     state: _State,
-    raw: list[tuple[RequestRecord, Exchange, int]],
     progress: Progress,
     worker: int,
 ) -> None:
@@ -203,7 +222,7 @@ async def _closed_slot(
         ex, sent, conn = await client.exchange(conn, bodies[k % nb], timeout)
         if k >= warm and state.tx is None:
             state.tx = sent
-        raw.append((rec, ex, sent))
+        state.add(rec, ex, sent)
         progress.done += 1
         if ex.error is not None or ex.status != 200:
             progress.errors += 1
@@ -214,7 +233,6 @@ async def _open_loop(
     bodies: Sequence[bytes],
     cfg: LoadConfig,
     state: _State,
-    raw: list[tuple[RequestRecord, Exchange, int]],
     progress: Progress,
     worker: int,
 ) -> None:
@@ -232,14 +250,14 @@ async def _open_loop(
             conn: Connection | None = await client.acquire()
         except ConnectError as exc:
             ex = Exchange(error="connect", error_message=str(exc))
-            raw.append((rec, ex, perf_counter_ns()))
+            state.add(rec, ex, perf_counter_ns())
             progress.errors += 1
             return
         progress.sent += 1
         ex, sent, conn = await client.exchange(conn, bodies[k % nb], cfg.request_timeout_s)
         if conn is not None:
             client.release(conn)
-        raw.append((rec, ex, sent))
+        state.add(rec, ex, sent)
         progress.done += 1
         if ex.error is not None or ex.status != 200:
             progress.errors += 1
@@ -285,11 +303,14 @@ async def _open_loop(
 # --- several processes ----------------------------------------------------------------
 
 _shared_counters: Any = None
+_shared_stop: Any = None
 
 
-def _init_worker(counters: Any) -> None:
-    global _shared_counters
+def _init_worker(counters: Any, stop_flag: Any) -> None:
+    # Shared memory can reach a worker only through inheritance, i.e. these initargs.
+    global _shared_counters, _shared_stop
     _shared_counters = counters
+    _shared_stop = stop_flag
     # The parent decides when to stop; a Ctrl-C in the terminal must not kill a worker
     # before it hands back what it measured.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -303,7 +324,6 @@ def _worker_main(
     concurrency: int,
     start_at_ns: int,
     worker: int,
-    stop_flag: Any,
 ) -> list[RequestRecord]:
     """Entry point of one worker process: its own event loop, its share of the slots."""
 
@@ -331,7 +351,7 @@ def _worker_main(
                 for j in range(3):
                     _shared_counters[3 * worker + j] += now[j] - last[j]
             last = now
-            if stop_flag.value:
+            if _shared_stop is not None and _shared_stop.value:
                 stop.set()
         return task.result()
 
@@ -383,7 +403,7 @@ async def run_load_workers(
         wcfg = replace(cfg, request_rate=cfg.request_rate / workers, seed=cfg.seed)
     loop = asyncio.get_running_loop()
     with ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_init_worker, initargs=(counters,)
+        workers, mp_context=ctx, initializer=_init_worker, initargs=(counters, stop_flag)
     ) as pool:
         futs = [
             loop.run_in_executor(
@@ -396,7 +416,6 @@ async def run_load_workers(
                 conc[w],
                 start_at,
                 w,
-                stop_flag,
             )
             for w in range(workers)
         ]

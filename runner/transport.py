@@ -19,6 +19,7 @@ from time import perf_counter_ns
 from urllib.parse import urlsplit
 
 _HEAD, _LENGTH, _CHUNKED, _EOF, _DONE = range(5)
+_LAST_CHUNK = b"\r\n0\r\n\r\n"
 
 
 class ConnectError(Exception):
@@ -32,6 +33,7 @@ class Exchange:
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     pieces: list[tuple[int, bytes]] = field(default_factory=list)
+    chunked: bool = False
     error: str | None = None
     error_message: str | None = None
     done: asyncio.Future[None] | None = None
@@ -93,8 +95,7 @@ class Connection(asyncio.Protocol):
         self._state = _DONE
         self._head = b""
         self._left = 0
-        self._sizebuf = b""
-        self._crlf = 0
+        self._tail = b""
         self._keep_alive = True
 
     # asyncio.Protocol -------------------------------------------------------------
@@ -130,7 +131,15 @@ class Connection(asyncio.Protocol):
                 return
         state = self._state
         if state == _CHUNKED:
-            self._chunked(data, ts)
+            # Store the framed bytes as they are; de-chunking waits until the response is
+            # complete (dechunk()). Here only the end must be seen: the last chunk is
+            # "0\r\n\r\n" after the previous chunk's "\r\n" (no trailers from inference
+            # servers), and JSON SSE payloads never hold a bare "\r\n0\r\n\r\n".
+            self._ex.pieces.append((ts, data))
+            tail = data[-7:] if len(data) >= 7 else (self._tail + data)[-7:]
+            self._tail = tail
+            if tail == _LAST_CHUNK:
+                self._finish()
         elif state == _LENGTH:
             take = data[: self._left]
             self._ex.pieces.append((ts, take))
@@ -176,9 +185,8 @@ class Connection(asyncio.Protocol):
         ].endswith(b"1.1")
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = _CHUNKED
-            self._left = 0
-            self._sizebuf = b""
-            self._crlf = 0
+            ex.chunked = True
+            self._tail = b"\r\n"  # an empty body is "0\r\n\r\n" right after the head
         elif "content-length" in headers:
             self._left = int(headers["content-length"])
             self._state = _LENGTH
@@ -187,44 +195,6 @@ class Connection(asyncio.Protocol):
         else:
             self._state = _EOF
             self._keep_alive = False
-
-    def _chunked(self, data: bytes, ts: int) -> None:
-        ex = self._ex
-        assert ex is not None
-        pos = 0
-        n = len(data)
-        pieces = ex.pieces
-        while pos < n:
-            if self._left:
-                end = pos + self._left
-                piece = data[pos:end]
-                pieces.append((ts, piece))
-                pos += len(piece)
-                self._left -= len(piece)
-                if not self._left:
-                    self._crlf = 2
-            elif self._crlf:
-                skip = min(self._crlf, n - pos)
-                pos += skip
-                self._crlf -= skip
-            else:
-                nl = data.find(b"\r\n", pos)
-                if nl < 0:
-                    self._sizebuf += data[pos:]
-                    return
-                line = self._sizebuf + data[pos:nl]
-                self._sizebuf = b""
-                pos = nl + 2
-                try:
-                    size = int(line.split(b";", 1)[0], 16)
-                except ValueError:
-                    self._fail("protocol", f"bad chunk size line {line[:40]!r}")
-                    return
-                if size == 0:
-                    # Trailers are not used by inference servers; the final CRLF may be split.
-                    self._finish()
-                    return
-                self._left = size
 
     def _finish(self) -> None:
         ex = self._ex
@@ -249,6 +219,58 @@ class Connection(asyncio.Protocol):
             ex.error_message = message
             if ex.done is not None and not ex.done.done():
                 ex.done.set_result(None)
+
+
+def dechunk(pieces: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], str | None]:
+    """Removes chunked framing from arrival-stamped pieces, keeping each byte's arrival time.
+
+    Returns the body pieces and an error text when the framing is broken or incomplete.
+    """
+    out: list[tuple[int, bytes]] = []
+    left = 0  # payload bytes still due in the current chunk
+    skip = 0  # CRLF bytes still due after a chunk's payload
+    size_line = b""
+    for ts, data in pieces:
+        pos, n = 0, len(data)
+        parts: list[bytes] = []
+        while pos < n:
+            if left:
+                piece = data[pos : pos + left]
+                parts.append(piece)
+                pos += len(piece)
+                left -= len(piece)
+                if not left:
+                    skip = 2
+            elif skip:
+                step = min(skip, n - pos)
+                pos += step
+                skip -= step
+            else:
+                nl = data.find(b"\r\n", pos)
+                if nl < 0:
+                    size_line += data[pos:]
+                    break
+                line, size_line = size_line + data[pos:nl], b""
+                pos = nl + 2
+                try:
+                    size = int(line.split(b";", 1)[0], 16)
+                except ValueError:
+                    return out, f"bad chunk size line {line[:40]!r}"
+                if size == 0:
+                    if parts:
+                        out.append((ts, b"".join(parts)))
+                    return out, None
+                left = size
+        if parts:
+            out.append((ts, b"".join(parts)))
+    return out, "chunked body ended without its last chunk"
+
+
+def body_pieces(ex: Exchange) -> tuple[list[tuple[int, bytes]], str | None]:
+    """The response body as arrival-stamped pieces, whatever the framing."""
+    if ex.chunked:
+        return dechunk(ex.pieces)
+    return ex.pieces, None
 
 
 class Client:
