@@ -28,6 +28,7 @@ from llmbench.runner.telemetry import (
     gpu_summary_rows,
     metrics_urls,
     parse_exposition,
+    plot_telemetry,
     summarize_scrapes,
     telemetry_json,
     telemetry_section,
@@ -644,3 +645,13 @@ def test_client_facts_and_section_from_request_records() -> None:
     assert doc["efficiency"]["joules_per_output_token"] == pytest.approx(2380.0 / 3000)
     json.dumps(doc)
     assert telemetry_section(TelemetryResult())["efficiency"]["energy_j"] is None
+
+
+def test_plot_telemetry_writes_a_png(tmp_path: Path) -> None:
+    r = summarize_scrapes(
+        {URL: load_scrapes("dcgm_4gpu_window.txt"), VLLM_URL: vllm_window()}, gpu_filter=POD
+    )
+    out = plot_telemetry(r, tmp_path / "point" / "telemetry.png")
+    assert out is not None and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_telemetry(TelemetryResult(), tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
