@@ -518,7 +518,7 @@ class _Conn(asyncio.Protocol):
     """
 
     __slots__ = ("sim", "transport", "buf", "busy", "closed", "close_after", "gen",
-                 "head_ns", "head_end", "body_len", "method", "path", "keep", "auth",
+                 "head_ns", "head_end", "body_len", "method", "path", "query", "keep", "auth",
                  "processing")
 
     def __init__(self, sim: SimServer) -> None:
@@ -534,6 +534,7 @@ class _Conn(asyncio.Protocol):
         self.body_len = 0
         self.method = b""
         self.path = b""
+        self.query = b""
         self.keep = True
         self.auth: bytes | None = None
         self.processing = False
@@ -605,7 +606,7 @@ class _Conn(asyncio.Protocol):
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
             raise _HTTPError(400, "malformed request line")
         self.method = parts[0]
-        self.path = parts[1].split(b"?", 1)[0]
+        self.path, _, self.query = parts[1].partition(b"?")
         self.keep = parts[2] != b"HTTP/1.0"
         self.body_len = 0
         self.auth = None
@@ -630,6 +631,10 @@ class _Conn(asyncio.Protocol):
                                       "send Content-Length")
             elif key == b"authorization":
                 self.auth = value.strip()
+            elif key == b"expect" and value.strip().lower() == b"100-continue":
+                # curl asks before sending bodies over 1 KiB; say go at once.
+                if self.transport is not None:
+                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _fatal(self, status: int, message: str) -> None:
         """Protocol-level error: the stream position is unknown, so answer and close."""
@@ -1279,9 +1284,19 @@ class SimServer:
         conn.send(_http_response(200, b'{"version":"llmbench-sim"}'))
 
     def _get_records(self, conn: _Conn, body: bytes, arrival: int) -> None:
+        """Ground truth as JSON; ``?since=ID`` returns only records with ``request_id >= ID``
+        (request ids grow with arrival), so a benchmark fetches just its own window."""
+        since = 0
+        for item in conn.query.split(b"&"):
+            key, _, value = item.partition(b"=")
+            if key == b"since":
+                try:
+                    since = int(value)
+                except ValueError:
+                    raise _HTTPError(400, "since must be an integer request id") from None
         payload = {"clock": "perf_counter_ns", "pid": os.getpid(), "dropped": self._dropped,
-                   "capacity": self._records.maxlen,
-                   "records": [asdict(r) for r in self._records]}
+                   "capacity": self._records.maxlen, "next_request_id": self._next_id,
+                   "records": [asdict(r) for r in self._records if r.request_id >= since]}
         conn.send(_http_response(200, _dumps(payload).encode()))
 
     def _reset(self, conn: _Conn, body: bytes, arrival: int) -> None:
@@ -1315,6 +1330,11 @@ class SimServer:
 # --------------------------------------------------------------------------------------
 # launchers
 # --------------------------------------------------------------------------------------
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 def run_sim_in_thread(config: SimConfig | None = None, host: str = "127.0.0.1",
                       port: int = 0) -> tuple[str, Callable[[], None]]:
     """Runs a sim on its own loop in a daemon thread; returns ``(base_url, stop)``.
@@ -1353,7 +1373,7 @@ def run_sim_in_thread(config: SimConfig | None = None, host: str = "127.0.0.1",
         loop = state["loop"]
         fut = state["stopped"]
         if not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: fut.done() or fut.set_result(None))
+            loop.call_soon_threadsafe(lambda: _resolve(fut))
         thread.join(10)
 
     stop.server = state["server"]  # type: ignore[attr-defined]
@@ -1394,7 +1414,7 @@ async def _serve(config: SimConfig, port: int, reuse_port: bool, announce: bool)
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(sig, lambda: _resolve(stop))
     if announce:
         _announce(config, bound)
     await stop
@@ -1416,7 +1436,7 @@ def _worker(config: SimConfig, port: int, ready: Any) -> None:
         ready.set()
         loop = asyncio.get_running_loop()
         stop = loop.create_future()
-        loop.add_signal_handler(signal.SIGTERM, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(signal.SIGTERM, lambda: _resolve(stop))
         await stop
         await server.stop()
 

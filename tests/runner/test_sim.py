@@ -28,6 +28,9 @@ from llmbench.runner.sim import (
 from prometheus_client.parser import text_string_to_metric_families
 
 MODEL = "llmbench-sim"
+#: How late (ms) a timer may fire on a shared, loaded 2-core machine. Timing asserts check
+#: "never early" strictly and "not much late" with this slack.
+LATE_MS = 30
 
 
 class Sim:
@@ -295,8 +298,8 @@ def test_ttft_and_itl_ground_truth() -> None:
             itl_ms = (rec.last_token_ns - rec.first_token_ns) / 1e6 / 20
             # Timers fire 0-1 ms after their deadline (epoll has ms resolution); the
             # schedule is absolute, so ITL's mean does not drift with that lateness.
-            assert 30 <= ttft_ms < 36, ttft_ms
-            assert 4 <= itl_ms < 4.1, itl_ms
+            assert 30 <= ttft_ms < 30 + LATE_MS, ttft_ms
+            assert 4 <= itl_ms < 4 + LATE_MS / 20, itl_ms
             assert rec.admitted_ns == rec.arrival_ns
             assert rec.status == "ok" and rec.output_tokens == 21
 
@@ -308,7 +311,7 @@ def test_prefill_and_non_streaming_timing() -> None:
         sim.client.post("/v1/chat/completions", json=body)
         rec = sim.records[-1]
         total_ms = (rec.last_token_ns - rec.arrival_ns) / 1e6
-        assert 10 + 20 + 20 <= total_ms < 56, total_ms  # ttft + prefill + 10 steps
+        assert 10 + 20 + 20 <= total_ms < 50 + LATE_MS, total_ms  # ttft + prefill + 10 steps
 
 
 def test_itl_jitter_keeps_the_mean() -> None:
@@ -316,7 +319,7 @@ def test_itl_jitter_keeps_the_mean() -> None:
         sse(sim.client, "/v1/chat/completions", chat_body(101))
         rec = sim.records[-1]
         itl_ms = (rec.last_token_ns - rec.first_token_ns) / 1e6 / 100
-        assert 2.5 < itl_ms < 3.6, itl_ms
+        assert 2.6 < itl_ms < 3.4 + LATE_MS / 100, itl_ms
 
 
 def test_max_num_seqs_queues_fifo_and_counts_wait_in_ttft() -> None:
@@ -329,16 +332,21 @@ def test_max_num_seqs_queues_fifo_and_counts_wait_in_ttft() -> None:
                     pass
 
         async def scrape_during(client: httpx.AsyncClient) -> dict[str, float]:
-            await asyncio.sleep(0.02)
-            text = (await client.get("/metrics")).text
-            return {s.name: s.value for f in text_string_to_metric_families(text)
-                    for s in f.samples}
+            gauges: dict[str, float] = {}
+            for _ in range(100):  # until all four arrived (first two run for 80 ms)
+                await asyncio.sleep(0.002)
+                text = (await client.get("/metrics")).text
+                gauges = {s.name: s.value for f in text_string_to_metric_families(text)
+                          for s in f.samples}
+                if gauges["vllm:num_requests_waiting"] == 2:
+                    break
+            return gauges
 
         async def main() -> dict[str, float]:
             async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
-                *_, gauges = await asyncio.gather(*(one(client, i) for i in range(4)),
-                                                  scrape_during(client))
-            return gauges
+                scrape = asyncio.ensure_future(scrape_during(client))
+                await asyncio.gather(*(one(client, i) for i in range(4)))
+                return await scrape
 
         gauges = asyncio.run(main())
         assert gauges["vllm:num_requests_running"] == 2
@@ -348,12 +356,14 @@ def test_max_num_seqs_queues_fifo_and_counts_wait_in_ttft() -> None:
         assert len(recs) == 4
         ttfts = [(r.first_token_ns - r.arrival_ns) / 1e6 for r in recs]
         decode_ms = 40 + 4 * 10  # a running request holds its slot for ttft + 4 steps
-        assert all(40 <= t < 50 for t in ttfts[:2]), ttfts
-        assert all(40 + decode_ms <= t < 40 + decode_ms + 25 for t in ttfts[2:]), ttfts
+        assert all(40 <= t < 40 + LATE_MS for t in ttfts[:2]), ttfts
+        assert all(40 + decode_ms <= t < 40 + decode_ms + 2 * LATE_MS for t in ttfts[2:]), ttfts
         firsts = recs[:2]
+        queued_by_arrival = sorted(recs[2:], key=lambda r: r.arrival_ns)
+        assert queued_by_arrival == recs[2:]  # FIFO: first come, first admitted
         for queued in recs[2:]:
             # Admitted the moment a running request wrote its last token.
-            assert min(abs(queued.admitted_ns - f.last_token_ns) for f in firsts) < 2e6
+            assert queued.admitted_ns in {f.last_token_ns for f in firsts}
             assert queued.admitted_ns > queued.arrival_ns
 
 
@@ -475,6 +485,8 @@ def test_records_endpoint_reset_and_ring_bound() -> None:
         rec = data["records"][0]
         assert rec["arrival_ns"] <= rec["admitted_ns"] <= rec["first_token_ns"] \
             <= rec["last_token_ns"]
+        since = sim.client.get("/sim/records?since=2").json()["records"]
+        assert [r["request_id"] for r in since] == [2]
         assert sim.client.post("/sim/reset").status_code == 200
         assert sim.client.get("/sim/records").json()["records"] == []
 
