@@ -22,6 +22,7 @@ from .metrics import SLO_KEYS
 #: Subcommands implemented in their own modules: name → (module, help).
 _SUBCOMMANDS = {
     "sim": ("llmbench.runner.sim", "run the built-in OpenAI-compatible simulator"),
+    "analyze": ("llmbench.runner.analyze", "sweep load points: knee, max load under SLO, cost"),
 }
 
 
