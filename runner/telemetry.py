@@ -38,6 +38,7 @@ Example::
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import fnmatch
@@ -62,7 +63,9 @@ __all__ = [
     "ServerSummary",
     "Stat",
     "TelemetryCollector",
+    "add_arguments",
     "client_facts",
+    "collector_from_args",
     "compact_exposition",
     "TelemetryResult",
     "energy_efficiency",
@@ -1167,6 +1170,108 @@ def plot_telemetry(result: TelemetryResult, path: str | Path) -> Path | None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     return out
+
+
+# ================================================================================================
+# CLI
+# ================================================================================================
+
+
+def _positive_float(flag: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag}: {text!r} is not a number") from None
+        if not v > 0 or math.isinf(v):
+            raise argparse.ArgumentTypeError(f"{flag}: must be > 0, got {text}")
+        return v
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the telemetry flags to ``llmbench profile`` (and anything that runs points).
+
+    Destinations: ``server_metrics_url`` (list), ``target_metrics`` (``auto``/``off``/URL),
+    ``telemetry_interval``, ``telemetry_timeout``, ``gpu_pod``, ``gpu_namespace``, ``gpu_uuid``
+    (lists). The LLMBenchmark spec maps onto them: ``telemetry.dcgm: <URL>`` (or the exporter
+    the operator found) -> ``--server-metrics-url``, ``telemetry.serverMetrics`` ->
+    ``--target-metrics``, the resolved inference pods -> ``--gpu-pod``/``--gpu-namespace``.
+    """
+    g = parser.add_argument_group("telemetry (GPU and inference-server metrics)")
+    g.add_argument(
+        "--server-metrics-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="Prometheus text endpoint to scrape during each point, repeatable; e.g. "
+        "dcgm-exporter at http://<node>:9400/metrics",
+    )
+    g.add_argument(
+        "--target-metrics",
+        default="auto",
+        metavar="auto|off|URL",
+        help="the inference server's own metrics: auto = <target base URL>/metrics (default)",
+    )
+    g.add_argument(
+        "--telemetry-interval",
+        type=_positive_float("--telemetry-interval"),
+        default=1.0,
+        metavar="S",
+        help="seconds between scrapes, plus one at each window boundary (default 1)",
+    )
+    g.add_argument(
+        "--telemetry-timeout",
+        type=_positive_float("--telemetry-timeout"),
+        default=2.0,
+        metavar="S",
+        help="per-scrape timeout in seconds (default 2)",
+    )
+    g.add_argument(
+        "--gpu-pod",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="keep only GPUs serving this pod (glob ok; pod or exported_pod label), repeatable",
+    )
+    g.add_argument(
+        "--gpu-namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="keep only GPUs whose pod is in this namespace, repeatable",
+    )
+    g.add_argument(
+        "--gpu-uuid",
+        action="append",
+        default=[],
+        metavar="UUID",
+        help="keep only these GPUs (DCGM UUID label, GPU-...), repeatable",
+    )
+
+
+def collector_from_args(args: argparse.Namespace, target_url: str) -> TelemetryCollector | None:
+    """The collector the flags of :func:`add_arguments` describe, or ``None`` when there is
+    nothing to scrape (``--target-metrics off`` and no ``--server-metrics-url``)."""
+    target = getattr(args, "target_metrics", "auto") or "auto"
+    urls = list(getattr(args, "server_metrics_url", []) or [])
+    if target == "auto":
+        urls = metrics_urls(target_url, urls)
+    elif target != "off":
+        urls = list(dict.fromkeys([*urls, target]))
+    if not urls:
+        return None
+    return TelemetryCollector(
+        urls,
+        interval_s=getattr(args, "telemetry_interval", 1.0),
+        timeout_s=getattr(args, "telemetry_timeout", 2.0),
+        gpu_filter=GpuFilter(
+            pods=tuple(getattr(args, "gpu_pod", []) or []),
+            namespaces=tuple(getattr(args, "gpu_namespace", []) or []),
+            uuids=tuple(getattr(args, "gpu_uuid", []) or []),
+        ),
+    )
 
 
 # ================================================================================================

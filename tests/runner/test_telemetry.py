@@ -8,6 +8,7 @@ in vLLM's / SGLang's / TGI's exposition shape.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from pathlib import Path
@@ -21,7 +22,9 @@ from llmbench.runner.telemetry import (
     Scrape,
     Stat,
     TelemetryResult,
+    add_arguments,
     client_facts,
+    collector_from_args,
     compact_exposition,
     energy_efficiency,
     format_value,
@@ -655,3 +658,25 @@ def test_plot_telemetry_writes_a_png(tmp_path: Path) -> None:
     assert out is not None and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_telemetry(TelemetryResult(), tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
+
+
+def test_cli_flags_build_the_collector() -> None:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(
+        ["--server-metrics-url", "http://n:9400/metrics", "--gpu-pod", "vllm-*",
+         "--gpu-namespace", "llm", "--gpu-uuid", "GPU-1", "--telemetry-interval", "0.5"]
+    )  # fmt: skip
+    c = collector_from_args(args, "http://vllm:8000/v1")
+    assert c is not None
+    assert c.urls == ["http://n:9400/metrics", "http://vllm:8000/metrics"]
+    assert c.interval_s == 0.5 and c.timeout_s == 2.0
+    assert c.gpu_filter == GpuFilter(pods=("vllm-*",), namespaces=("llm",), uuids=("GPU-1",))
+    off = p.parse_args(["--target-metrics", "off"])
+    assert collector_from_args(off, "http://vllm:8000") is None
+    url = p.parse_args(["--target-metrics", "http://vllm-0:8000/metrics"])
+    c2 = collector_from_args(url, "http://gateway/v1")
+    assert c2 is not None and c2.urls == ["http://vllm-0:8000/metrics"]
+    for bad in (["--telemetry-interval", "0"], ["--telemetry-interval", "x"]):
+        with pytest.raises(SystemExit):
+            p.parse_args(bad)
