@@ -71,6 +71,7 @@ __all__ = [
     "energy_efficiency",
     "format_value",
     "gpu_summary_rows",
+    "gpu_summary_rows_from_json",
     "metrics_urls",
     "parse_exposition",
     "plot_telemetry",
@@ -1013,6 +1014,25 @@ def gpu_summary_rows(result: TelemetryResult) -> list[dict[str, str | float | No
     ]
 
 
+def gpu_summary_rows_from_json(telemetry: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Table-2 rows from a saved ``profile_export_genai_perf.json["telemetry"]`` section, so
+    ``llmbench analyze`` can build the GPU table from artefacts alone (same keys and values as
+    :func:`gpu_summary_rows`)."""
+    rows = []
+    for gid, g in (telemetry.get("gpus") or {}).items():
+        rows.append(
+            {
+                "GPU": g.get("gpu_id", gid),
+                "UUID": g.get("uuid"),
+                "p99 GPU Power Usage (W)": (g.get("power_w") or {}).get("p99"),
+                "GPU Energy Consumption (MJ)": g.get("energy_mj"),
+                "p99 GPU Utilization (%)": (g.get("utilization_pct") or {}).get("p99"),
+                "p99 GPU Memory Used (GB)": (g.get("memory_used_gb") or {}).get("p99"),
+            }
+        )
+    return rows
+
+
 def energy_efficiency(
     result: TelemetryResult, output_tokens: float, window_s: float
 ) -> dict[str, float | None]:
@@ -1328,7 +1348,17 @@ class TelemetryCollector:
         self._tasks: list[asyncio.Task[None]] = []
         self._t0: int = 0
         self._running = False
+        #: the last window's summary (set by :meth:`on_window` ``"end"``)
+        self.result: TelemetryResult | None = None
         self._reset()
+
+    async def on_window(self, phase: str) -> None:
+        """Adapter for ``run_profile(on_window=...)``: ``"start"`` opens the window, ``"end"``
+        closes it and leaves the summary in :attr:`result`."""
+        if phase == "start":
+            await self.start()
+        elif phase == "end":
+            self.result = await self.stop()
 
     def _reset(self) -> None:
         self._scrapes = {u: [] for u in self.urls}

@@ -29,6 +29,7 @@ from llmbench.runner.telemetry import (
     energy_efficiency,
     format_value,
     gpu_summary_rows,
+    gpu_summary_rows_from_json,
     metrics_urls,
     parse_exposition,
     plot_telemetry,
@@ -517,6 +518,7 @@ def test_outputs_json_rows_and_efficiency() -> None:
     assert energy_efficiency(r, output_tokens=0, window_s=0.0)["joules_per_output_token"] is None
     doc = telemetry_json(r, validity_signals(r, client_completed=31))
     text = json.dumps(doc)  # JSON-able, no NaN
+    assert gpu_summary_rows_from_json(json.loads(text)) == rows  # analyze reads artefacts
     assert "NaN" not in text
     assert set(doc) >= {"gpus", "server", "warnings", "validity"}
     assert doc["gpus"]["gpu-node-a:gpu0"]["power_w"]["p99"] == pytest.approx(339.6)

@@ -122,7 +122,15 @@ def test_boundary_scrapes_give_exact_figures_over_http() -> None:
     with serve(expo) as base:
         url = f"{base}/metrics"
         c = TelemetryCollector([url], interval_s=60.0, gpu_filter=POD)
-        r = asyncio.run(run_window(c, 0.05))
+
+        async def window() -> TelemetryResult:  # as run_profile(on_window=c.on_window) does
+            await c.on_window("start")
+            await asyncio.sleep(0.05)
+            await c.on_window("end")
+            assert c.result is not None
+            return c.result
+
+        r = asyncio.run(window())
     assert expo.hits["/metrics"] == 2
     assert r.warnings == [] and r.scrape_counts == {url: 2}
     assert list(r.gpus) == ["gpu-node-a:gpu0", "gpu-node-a:gpu1"]
