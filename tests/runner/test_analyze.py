@@ -1,0 +1,249 @@
+"""``llmbench analyze`` end to end against ``llmbench sim`` over real HTTP on 127.0.0.1.
+
+The simulator decodes at most 4 sequences at once (``--max-num-seqs 4``), so from
+concurrency 8 on half the requests queue for a whole request before their first token: p99
+TTFT more than doubles and OTT stops growing. The knee must be reported at 8 and, with a p99
+TTFT limit between the two regimes, the max load under SLO at 4.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from llmbench.runner.analyze import ANALYZE_CSV, ANALYZE_JSON, TABLE1_COLUMNS
+from llmbench.runner.cli import main
+from llmbench.runner.sim import spawn_sim
+from llmbench.runner.sweep import CHECKPOINT
+
+# TTFT 50 ms, 20 output tokens at 2 ms: one request takes ~90 ms, so a queued request's TTFT
+# is ~140 ms (2.8x) while the unqueued ones stay near 50 ms.
+SIM_ARGS = ["--ttft-ms", "50", "--itl-ms", "2", "--max-num-seqs", "4"]
+LOAD = [
+    "--request-count", "24", "--warmup-request-count", "4",
+    "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "20",
+    "--extra-inputs", "ignore_eos:true",
+]
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    url, proc = spawn_sim(SIM_ARGS)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    with path.open(newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_knee_and_max_under_slo_at_known_concurrency(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    rc = main(["analyze", "-u", sim_url, "--sweep-list", "1,2,4,8,16", *LOAD,
+               "--slo", "ttft_p99:100", "--price-per-hour", "3.6", "--currency", "EUR",
+               "--artifact-dir", str(out), "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    data = json.loads((out / ANALYZE_JSON).read_text())
+    assert data["knee"]["value"] == 8, data["knee_message"]
+    assert "ttft_p99" in data["knee"]["rules"]
+    assert data["slo"]["best"] == "llmbench-sim-chat-concurrency4"
+    assert data["slo"]["first_failure"] == "llmbench-sim-chat-concurrency8"
+    assert "knee at concurrency 8: p99 TTFT" in err
+    assert "max OTT under SLO (ttft_p99 100):" in err and "at concurrency 4" in err
+    assert "first failing point: concurrency 8 (p99 TTFT" in err
+
+    rows = read_csv(out / ANALYZE_CSV)
+    assert rows[0] == [*TABLE1_COLUMNS, "Goodput (req/s)", "Meets SLO",
+                       "Cost per 1M Output Tokens (EUR)", "Status"]
+    assert [r[0] for r in rows[1:]] == [
+        f"llmbench-sim-chat-concurrency{c}" for c in (1, 2, 4, 8, 16)
+    ]
+    assert [r[1] for r in rows[1:]] == ["1", "2", "4", "8", "16"]
+    assert all(r[2] == "16" and r[-1] == "ok" for r in rows[1:])
+    c4 = rows[3]
+    assert c4[9] == "yes" and rows[4][9] == "no"
+    # cost per million output tokens = P / (OTT x 3600) x 1e6; P = 3.6 -> 1000 / OTT
+    assert float(c4[10]) == pytest.approx(1000 / float(c4[6]), rel=1e-3)
+    for c in (1, 2, 4, 8, 16):
+        point = out / f"llmbench-sim-chat-concurrency{c}"
+        assert (point / "profile_export_genai_perf.json").exists()
+        assert (point / "profile_export.json").exists()
+    assert json.loads((out / CHECKPOINT).read_text())["complete"] is True
+
+
+def test_resume_after_interruption_repeats_no_finished_point(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    load = [*LOAD]
+    load[1] = "12"  # --request-count: only the bookkeeping matters here
+    argv = ["analyze", "-u", sim_url, "--sweep-list", "1,2,4", *load,
+            "--artifact-dir", str(out), "--no-plots"]
+    assert main(argv) == 0
+    # Simulate a sweep killed while concurrency 4 ran: its entry never reached the checkpoint.
+    ckpt = json.loads((out / CHECKPOINT).read_text())
+    del ckpt["points"]["llmbench-sim-chat-concurrency4"]
+    ckpt["complete"] = False
+    (out / CHECKPOINT).write_text(json.dumps(ckpt))
+    before = {c: (out / f"llmbench-sim-chat-concurrency{c}" / "profile_export.json").stat()
+              .st_mtime_ns for c in (1, 2, 4)}
+    capsys.readouterr()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "resuming from" in err and "2 of 3 points already done" in err
+    after = {c: (out / f"llmbench-sim-chat-concurrency{c}" / "profile_export.json").stat()
+             .st_mtime_ns for c in (1, 2, 4)}
+    assert after[1] == before[1] and after[2] == before[2]
+    assert after[4] != before[4]
+    assert len(read_csv(out / ANALYZE_CSV)) == 4
+
+
+def test_killed_process_resumes(sim_url: str, tmp_path: Path) -> None:
+    """A real SIGKILL mid-sweep: the re-run skips what the checkpoint says finished."""
+    out = tmp_path / "run"
+    argv = ["llmbench", "analyze", "-u", sim_url, "--sweep-list", "1,2", "--request-count",
+            "20", "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "20",
+            "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(out), "--no-plots"]
+    exe = Path(os.environ.get("VIRTUAL_ENV", ".venv")) / "bin" / "llmbench"
+    if not exe.exists():
+        exe = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "llmbench"
+    proc = subprocess.Popen([str(exe), *argv[1:]], stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "[2/2]" in line:  # concurrency 1 is done and checkpointed
+            proc.kill()
+            break
+    proc.wait(30)
+    proc.stderr.close()
+    ckpt = json.loads((out / CHECKPOINT).read_text())
+    assert list(ckpt["points"]) == ["llmbench-sim-chat-concurrency1"]
+    first = (out / "llmbench-sim-chat-concurrency1" / "profile_export.json").stat().st_mtime_ns
+    done = subprocess.run([str(exe), *argv[1:]], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "1 of 2 points already done" in done.stderr
+    assert (out / "llmbench-sim-chat-concurrency1" / "profile_export.json").stat(
+    ).st_mtime_ns == first
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_server_down_point_recorded_with_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    url = f"http://127.0.0.1:{free_port()}"
+    rc = main(["analyze", "-u", url, "-m", "m", "--no-preflight", "--sweep-list", "1,2",
+               "--request-count", "2", "--synthetic-input-tokens-mean", "8",
+               "--artifact-dir", str(out), "--no-plots"])
+    assert rc == 1
+    rows = read_csv(out / ANALYZE_CSV)
+    assert len(rows) == 3
+    assert all(r[-1].startswith("failed: ") and "127.0.0.1" in r[-1] for r in rows[1:]), rows
+    assert "failed points: m-chat-concurrency1, m-chat-concurrency2" in capsys.readouterr().err
+    rc = main(["analyze", "-u", url, "-m", "m", "--no-preflight", "--sweep-list", "1,2",
+               "--request-count", "2", "--on-point-failure", "stop", "--restart",
+               "--artifact-dir", str(out), "--no-plots"])
+    assert rc == 1
+    assert len(read_csv(out / ANALYZE_CSV)) == 2
+
+
+def test_unreachable_target_fails_before_any_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    rc = main(["analyze", "-u", url, "--sweep-list", "1", "--artifact-dir", str(tmp_path)])
+    assert rc == 1
+    assert "(--url)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sweep-type", "latency"], "--sweep-type 'latency': expected one of"),
+        (["--sweep-range", "8:1"], "--sweep-range '8:1': start 8 is greater than end 1"),
+        (["--sweep-range", "1:"], "--sweep-range '1:': expected start:end"),
+        (["--sweep-list", "1,two"], "--sweep-list '1,two': 'two' is not a number"),
+        (["--sweep-list", "1,2", "--sweep-range", "1:2"], "--sweep-range and --sweep-list"),
+        (["--sweep-type", "request_rate"], "--sweep-type request_rate needs --sweep-range"),
+        (["--concurrency", "4"], "--concurrency: the sweep sets it"),
+        (["--slo", "ttft:5"], "--slo item 'ttft:5': expected KEY:VALUE"),
+        (["--repetitions", "0"], "--repetitions must be at least 1"),
+        (["--price-per-hour", "-1"], "--price-per-hour must be greater than 0"),
+    ],
+)
+def test_bad_input_is_a_usage_error_naming_the_flag(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["analyze", "-u", "http://127.0.0.1:9", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_manifest_errors_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "b.yaml"
+    f.write_text("apiVersion: llmbench.io/v1alpha1\nkind: LLMBenchmark\nspec:\n"
+                 "  target: {url: 'http://127.0.0.1:9'}\n  sweep: {type: concurrency, "
+                 "range: '1:8', stopAfterKnee: yes-please}\n")
+    assert main(["analyze", "-f", str(f)]) == 2
+    assert "spec.sweep.stopAfterKnee: must be true or false" in capsys.readouterr().err
+    f.write_text("{not yaml")
+    assert main(["analyze", "-f", str(f)]) == 2
+    assert "not valid YAML" in capsys.readouterr().err
+
+
+def test_corrupt_checkpoint_is_reported(
+    sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / CHECKPOINT).write_text("{oops")
+    rc = main(["analyze", "-u", sim_url, "--sweep-list", "1", *LOAD,
+               "--artifact-dir", str(tmp_path), "--no-plots"])
+    assert rc == 2
+    assert "checkpoint.json is corrupt" in capsys.readouterr().err
+
+
+def test_manifest_runs_locally_with_repetitions_and_request_rate(
+    sim_url: str, tmp_path: Path
+) -> None:
+    f = tmp_path / "bench.yaml"
+    f.write_text(f"""
+apiVersion: llmbench.io/v1alpha1
+kind: LLMBenchmark
+metadata: {{name: rate-sweep}}
+spec:
+  target: {{url: "{sim_url}"}}
+  workload: {{inputTokens: {{mean: 16}}, outputTokens: {{mean: 4}},
+             extraInputs: {{ignore_eos: true}}}}
+  load: {{mode: request_rate, requestRate: 1, requestCount: 8, maxConcurrency: 16}}
+  sweep: {{type: request_rate, values: [40, 80]}}
+  repetitions: 2
+""")
+    out = tmp_path / "out"
+    assert main(["analyze", "-f", str(f), "--artifact-dir", str(out), "--no-plots"]) == 0
+    rows = read_csv(out / ANALYZE_CSV)
+    assert rows[0] == [*TABLE1_COLUMNS, "Request Rate (req/s)", "Repetitions",
+                       "Max Spread (%)", "Unstable Metrics", "Status"]
+    assert [r[0] for r in rows[1:]] == ["llmbench-sim-chat-request_rate40",
+                                         "llmbench-sim-chat-request_rate80"]
+    assert rows[1][1] == "16" and rows[1][8] == "40" and rows[1][9] == "2"
+    assert (out / "llmbench-sim-chat-request_rate80-rep2").is_dir()
+    data = json.loads((out / ANALYZE_JSON).read_text())
+    assert set(data["points"][0]["spreads"]["ott"]) >= {"mean", "std", "min", "max",
+                                                         "spread_pct", "unstable"}
