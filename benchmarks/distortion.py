@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import argparse
 
-from harness import llmbench_profile, raw_client, reset_truth, server_truth, settle, start_sim, stop_sim
+from harness import (
+    llmbench_profile,
+    raw_client,
+    reset_truth,
+    server_truth,
+    settle,
+    start_sim,
+    stop_sim,
+)
 
 #: (concurrency, TTFT ms, ITL ms): the issue's operating points.
 POINTS = [(1, 50, 5), (64, 50, 10), (64, 50, 5), (256, 50, 5), (512, 50, 5)]

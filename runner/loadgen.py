@@ -122,8 +122,10 @@ async def run_load(
             work.cancel()
         await asyncio.gather(work, return_exceptions=True)
         if not work.cancelled():
+            # gather() reports a cancelled child as a CancelledError exception, not as
+            # cancellation of its own: that is our stop, not a failure.
             failure = work.exception()
-            if failure is not None:
+            if failure is not None and not isinstance(failure, asyncio.CancelledError):
                 raise failure
     finally:
         client.close()
