@@ -334,9 +334,11 @@ def output_words(tokenizer: str = "default") -> tuple[str, ...]:
 class SimRecord:
     """What the sim did for one request; times are ``perf_counter_ns`` (0 = did not happen).
 
-    ``status`` is ``ok``, ``error_429``, ``error_500``, ``disconnect`` (injected),
-    ``malformed`` (one invalid event injected), ``client_closed`` (the client went away
-    first) or ``bad_request``/``not_found``.
+    ``status`` is ``ok``, ``error_429``/``error_500``/``disconnect``/``malformed`` (the
+    injected faults) or ``client_closed`` (the client went away first). Requests rejected
+    as invalid (400/401/404) leave no record. ``stalled_writes`` counts chunk writes that
+    found the socket still full from earlier ones: the client was not reading fast enough,
+    so "written" times of that request are earlier than the bytes really left.
     """
 
     request_id: int
@@ -351,6 +353,7 @@ class SimRecord:
     output_tokens: int = 0
     max_tokens: int = 0
     finish_reason: str | None = None
+    stalled_writes: int = 0
 
 
 class _Histogram:
@@ -519,7 +522,7 @@ class _Conn(asyncio.Protocol):
 
     __slots__ = ("sim", "transport", "buf", "busy", "closed", "close_after", "gen",
                  "head_ns", "head_end", "body_len", "method", "path", "query", "keep", "auth",
-                 "processing")
+                 "processing", "paused")
 
     def __init__(self, sim: SimServer) -> None:
         self.sim = sim
@@ -538,6 +541,7 @@ class _Conn(asyncio.Protocol):
         self.keep = True
         self.auth: bytes | None = None
         self.processing = False
+        self.paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -551,6 +555,18 @@ class _Conn(asyncio.Protocol):
         if gen is not None:
             self.gen = None
             gen.abort("client_closed")
+
+    def pause_writing(self) -> None:
+        # The client reads slower than we write: hold the stream (tokens keep "being
+        # generated" on schedule) so memory stays bounded, like uvicorn awaiting drain.
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        gen = self.gen
+        if gen is not None and gen.held:
+            gen.held = False
+            gen.handle = gen.sim._loop.call_soon(gen.tick)
 
     def data_received(self, data: bytes) -> None:
         now = perf_counter_ns()
@@ -678,7 +694,7 @@ class _Gen:
 
     __slots__ = ("sim", "conn", "rec", "stream", "chat", "n", "sent", "prefix", "suffix",
                  "woff", "handle", "deadline_ns", "state", "include_usage", "finish_reason",
-                 "malformed_at", "disconnect_at", "last_write_ns", "created", "rid_s")
+                 "malformed_at", "disconnect_at", "last_write_ns", "created", "rid_s", "held")
 
     def __init__(self, sim: SimServer, conn: _Conn, rec: SimRecord, stream: bool, chat: bool,
                  n: int, finish_reason: str, include_usage: bool) -> None:
@@ -697,6 +713,7 @@ class _Gen:
         self.malformed_at = -1
         self.disconnect_at = -1
         self.last_write_ns = 0
+        self.held = False
         self.woff = rec.request_id % len(sim._words)
         self.created = int(time.time())
         model = sim._model_json
@@ -766,6 +783,9 @@ class _Gen:
         if conn.closed or transport is None:
             self.abort("client_closed")
             return
+        if conn.paused and self.stream:
+            self.held = True  # resume_writing() calls tick again; overdue chunks then burst
+            return
         now = perf_counter_ns()
         sim = self.sim
         if not self.stream:
@@ -781,6 +801,8 @@ class _Gen:
         suffix = self.suffix
         sent = self.sent
         parts: list[bytes] = []
+        if transport.get_write_buffer_size():
+            self.rec.stalled_writes += 1
         if sent == 0:
             # Decode steps count from the first token actually written, so a late first
             # token (loop lag, timer granularity) shows in TTFT only, never in ITL.

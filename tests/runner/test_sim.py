@@ -12,6 +12,7 @@ import contextlib
 import json
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -527,3 +528,64 @@ def test_spawn_sim_subprocess() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
+
+
+def test_fast_prompt_count_equals_the_tokenizer(fast: Sim) -> None:
+    tokens = fast.server._tok
+    words = tokens.tok.single_token_words()  # type: ignore[attr-defined]
+    texts = [
+        "Hello" + "".join(" " + w for w in words[:300]),
+        "".join(" " + w for w in words[100:150]),
+        words[5] + " " + words[6] + "  " + words[7],  # double space: slow path
+        "Hi, there!\nNew line " + " ".join(words[:20]),
+        "x" * 50 + " " + words[0],
+        "",
+    ]
+    for text in texts:
+        assert tokens.count(text) == (tokens.tok.count(text) if text else 0), text[:40]
+        assert tokens.count(text) == len(tokens.encode(text))  # cached answer, same count
+
+
+def test_connection_close_and_http10(fast: Sim) -> None:
+    for request in (b"GET /health HTTP/1.0\r\n\r\n",
+                    b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", fast.server.port), timeout=5) as s:
+            s.sendall(request)
+            data = b""
+            while chunk := s.recv(65536):  # ends: the server closes
+                data += chunk
+        assert data.startswith(b"HTTP/1.1 200 OK\r\nconnection: close\r\n")
+
+
+def test_stalled_writes_show_a_slow_reader() -> None:
+    with sim_with(ttft_ms=0, itl_ms=0, max_events_per_write=1) as sim:
+        with socket.create_connection(("127.0.0.1", sim.server.port), timeout=5) as s:
+            body = json.dumps(chat_body(20000)).encode()
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: "
+                      + str(len(body)).encode() + b"\r\n\r\n" + body)
+            time.sleep(0.3)  # not reading: ~4 MB of events fill the socket buffers
+            data = bytearray()
+            while not data.endswith(b"0\r\n\r\n"):
+                chunk = s.recv(1 << 20)
+                assert chunk
+                data += chunk
+        rec = sim.records[-1]
+        assert rec.output_tokens == 20000
+        assert rec.stalled_writes > 0
+
+
+def test_spawn_sim_with_workers() -> None:
+    url, proc = spawn_sim(["--ttft-ms", "0", "--itl-ms", "0", "--workers", "2"])
+    try:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            pids = set()
+            for _ in range(4):
+                # New connections spread over the workers (SO_REUSEPORT hashing).
+                with httpx.Client(base_url=url, timeout=10) as c:
+                    pids.add(c.get("/sim/records").json()["pid"])
+                assert client.post("/v1/completions", json={
+                    "prompt": "a", "max_tokens": 2, "ignore_eos": True}).status_code == 200
+            assert proc.pid not in pids and len(pids) >= 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
