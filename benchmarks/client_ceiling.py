@@ -18,7 +18,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--osl", type=int, default=200)
     p.add_argument("--requests-per-slot", type=int, default=8)
-    p.add_argument("--min-requests", type=int, default=6000, help="per run, for stable figures")
+    p.add_argument("--min-requests", type=int, default=0, help="per run, for longer runs")
     p.add_argument("--concurrency", type=int, nargs="+", default=[64, 256, 1024])
     p.add_argument("--sim-workers", type=int, default=1)
     a = p.parse_args()
@@ -31,6 +31,11 @@ def main() -> None:
             raw = raw_client(url, c, n, a.osl)
             print(f"{'raw socket':<22}{c:>6}{raw['tokens_per_s']:>12,.0f}{'100%':>9}"
                   f"{raw['cpu_s']:>8.1f}{raw['rss_mb']:>8.0f}")
+            settle()
+            hx = raw_client(url, c, n, a.osl, script="httpxclient.py")
+            print(f"{'httpx (no parsing)':<22}{c:>6}{hx['tokens_per_s']:>12,.0f}"
+                  f"{hx['tokens_per_s'] / raw['tokens_per_s']:>9.0%}{hx['cpu_s']:>8.1f}"
+                  f"{hx['rss_mb']:>8.0f}")
             settle()
             for workers in (1, 2):
                 s = llmbench_profile(url, c, n, a.osl, "--workers", str(workers))

@@ -74,9 +74,11 @@ def run_child(cmd: list[str], timeout: float = 900) -> tuple[str, float, float]:
     return stdout, cpu, peak / 2**20
 
 
-def raw_client(url: str, concurrency: int, requests: int, osl: int) -> dict[str, Any]:
+def raw_client(url: str, concurrency: int, requests: int, osl: int,
+               script: str = "rawclient.py") -> dict[str, Any]:
+    """Runs a reference client script (rawclient.py, httpxclient.py) in its own process."""
     out, cpu, rss = run_child(
-        [sys.executable, str(HERE / "rawclient.py"), "--url", url, "--concurrency",
+        [sys.executable, str(HERE / script), "--url", url, "--concurrency",
          str(concurrency), "--requests", str(requests), "--osl", str(osl)]
     )
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])

@@ -7,6 +7,10 @@ and the CPU the sim process used (a sim near 100 % of one core is the limit of o
 
     .venv/bin/python benchmarks/sim_throughput.py [--duration 5] [--osl 256]
         [--concurrency 64 256 1024] [--workers 1] [--tokens-per-chunk 1]
+
+A second table runs the sim paced (TTFT 50 ms, ITL 5 ms, OSL 200, the issue's distortion
+points) and reports, from the sim's own ground-truth records, how late it wrote first tokens
+and what ITL it really produced: the error the oracle itself contributes at that load.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ import resource
 import signal
 import time
 from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
 
 from llmbench.runner.sim import spawn_sim
 
@@ -90,6 +97,8 @@ def main() -> None:
     ap.add_argument("--tokens-per-chunk", type=int, default=1)
     ap.add_argument("--max-events-per-write", type=int, nargs="+", default=[0, 1],
                     help="sim burst caps to measure (0 = no cap, 1 = one event per write)")
+    ap.add_argument("--paced-concurrency", type=int, nargs="*", default=[1, 64, 256, 512],
+                    help="concurrencies for the paced table (none: skip it)")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 8192)), hard))
@@ -119,6 +128,34 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
+
+
+def _paced(args: argparse.Namespace) -> None:
+    ttft, itl, osl = 50.0, 5.0, 200
+    print(f"\npaced: TTFT {ttft:.0f} ms, ITL {itl:.0f} ms, OSL {osl}; ground truth from the "
+          "sim's records (first token lateness = first written - (admitted + TTFT))")
+    print(f"{'concurrency':>11} {'tokens/s':>10} {'sim CPU':>8} {'late mean':>10} "
+          f"{'late p99':>9} {'ITL mean':>9} {'ITL err':>8}")
+    url, proc = spawn_sim(["--ttft-ms", str(ttft), "--itl-ms", str(itl), "--max-num-seqs", "0",
+                           "--max-records", "1000000"])
+    try:
+        for conc in args.paced_concurrency:
+            since = httpx.get(url + "/sim/records?since=999999999").json()["next_request_id"]
+            cpu0 = _proc_cpu_s(proc.pid)
+            tokens, _, elapsed = asyncio.run(_point(url, conc, osl, args.duration))
+            cpu = (_proc_cpu_s(proc.pid) - cpu0) / elapsed
+            recs = httpx.get(f"{url}/sim/records?since={since}", timeout=60).json()["records"]
+            recs = [r for r in recs if r["status"] == "ok" and r["output_tokens"] == osl]
+            late = np.array([(r["first_token_ns"] - r["admitted_ns"]) / 1e6 - ttft
+                             for r in recs])
+            itls = np.array([(r["last_token_ns"] - r["first_token_ns"]) / 1e6 / (osl - 1)
+                             for r in recs])
+            print(f"{conc:>11} {tokens / elapsed:>10.0f} {cpu:>7.0%} {late.mean():>8.2f}ms "
+                  f"{np.percentile(late, 99):>7.2f}ms {itls.mean():>7.3f}ms "
+                  f"{(itls.mean() - itl) / itl:>+7.2%}", flush=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
 
 
 def _sim_cpu(pid: int, workers: int) -> float:

@@ -80,10 +80,21 @@ def notes(summary: dict[str, Any]) -> list[str]:
 async def show_progress(
     counters: Counters, total: int | None, description: str, console: Console
 ) -> None:
-    """Polls ``counters`` until cancelled; draws nothing when stderr is not a terminal."""
+    """Polls ``counters`` until cancelled.
+
+    On a terminal it draws a live bar; otherwise (a runner pod's log, CI) it prints one
+    line every 10 s, so ``kubectl logs`` shows a long point is alive without flooding it.
+    """
     if not sys.stderr.isatty():
+        started = asyncio.get_running_loop().time()
         while True:
-            await asyncio.sleep(3600)
+            await asyncio.sleep(10)
+            of = f"/{total}" if total else ""
+            elapsed = asyncio.get_running_loop().time() - started
+            console.print(
+                f"{description}: {counters.done}{of} requests done, {counters.errors} errors, "
+                f"{elapsed:.0f} s"
+            )
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),

@@ -145,16 +145,18 @@ def preflight(cfg: ProfileConfig, timeout: float = 10.0) -> str:
 
 
 def count_client_tokens(
-    records: list[RequestRecord], tokenizer: Any, input_counts: list[int]
+    records: list[RequestRecord], tokenizer: Any, prepared: list[workload_mod.PreparedRequest]
 ) -> None:
     """Client-side ISL/OSL for every record; the tokenizer count is used where usage is missing.
 
     Runs after the load, so tokenizing costs no measured time.
     """
-    n = len(input_counts)
+    n = len(prepared)
     for rec in records:
         if n:
-            rec.input_tokens_client = input_counts[rec.index % n]
+            sent = prepared[rec.index % n]
+            rec.requested_output_tokens = sent.requested_output_tokens
+            rec.input_tokens_client = sent.input_tokens
             if rec.input_tokens is None:
                 rec.input_tokens, rec.input_tokens_source = (
                     rec.input_tokens_client,
@@ -196,10 +198,13 @@ async def run_profile(
     tok = await asyncio.to_thread(
         load_tokenizer, cfg.tokenizer, url=cfg.url, model=cfg.model, headers=cfg.auth_headers()
     )
-    total = expected_total(cfg.load) or 1000
-    prepared = await asyncio.to_thread(
-        workload_mod.build_requests, wl, tok, min(total, wl.num_prompts)
-    )
+    total = expected_total(cfg.load)
+    # An input file is used whole (up to the requests sent); synthetic prompts are cycled.
+    if wl.input_file is not None:
+        distinct = total or 1_000_000
+    else:
+        distinct = min(total or wl.num_prompts, wl.num_prompts)
+    prepared = await asyncio.to_thread(workload_mod.build_requests, wl, tok, distinct)
     bodies = [p.body for p in prepared]
     target = Target.from_url(cfg.url, cfg.path(), cfg.auth_headers())
     stop = stop or asyncio.Event()
@@ -212,9 +217,7 @@ async def run_profile(
         records = await run_load(target, bodies, cfg.load, progress=progress, stop=stop)
     if on_window is not None:
         await _maybe_await(on_window("end"))
-    count_client_tokens(
-        records, tok if cfg.tokenizer != "server" else None, [p.input_tokens for p in prepared]
-    )
+    count_client_tokens(records, tok if cfg.tokenizer != "server" else None, prepared)
     streaming = wl.streaming
     summary = summarize(records, streaming=streaming, slo=cfg.goodput or None)
     summary["interrupted"] = stop.is_set()

@@ -317,3 +317,18 @@ def _sim_done(url: str) -> int:
         for line in lines
         if line.startswith("vllm:request_success_total{")
     )
+
+
+def test_input_file_rows_are_all_sent_with_their_output_lengths(
+    sim: SimFactory, tmp_path: Path
+) -> None:
+    url = sim("--ttft-ms", "5", "--itl-ms", "1")
+    rows = [{"text": f"row {i} " * 20, "output_length": 5 + i} for i in range(120)]
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    code, s = profile(tmp_path, url, "--input-file", str(data), "--concurrency", "4",
+                      "--request-count", "120", "--extra-inputs", "ignore_eos:true")
+    assert code == 0
+    reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
+    assert sorted(r["output_tokens"] for r in reqs) == [5 + i for i in range(120)]
+    assert all(r["requested_output_tokens"] == r["output_tokens"] for r in reqs)
