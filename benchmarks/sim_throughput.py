@@ -128,6 +128,8 @@ def main() -> None:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)
+    if args.paced_concurrency:
+        _paced(args)
 
 
 def _paced(args: argparse.Namespace) -> None:
