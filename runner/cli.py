@@ -23,6 +23,8 @@ from .metrics import SLO_KEYS
 _SUBCOMMANDS = {
     "sim": ("llmbench.runner.sim", "run the built-in OpenAI-compatible simulator"),
     "analyze": ("llmbench.runner.analyze", "sweep load points: knee, max load under SLO, cost"),
+    "report": ("llmbench.runner.report", "rebuild plots and the HTML report from a result folder"),
+    "compare": ("llmbench.runner.compare", "compare two profiles or sweeps; exit 1 on regression"),
 }
 
 
