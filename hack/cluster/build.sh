@@ -124,7 +124,7 @@ EOF
   mkdir -p "$BIN"
   for c in "${K8S_CMDS[@]}" etcd; do mv -f "$SRC/out/$c" "$BIN/$c"; done
   "$BIN/kube-apiserver" --version
-  "$BIN/etcd" --version | head -1
+  "$BIN/etcd" --version | sed -n 1p
 fi
 
 # ---- llm-d-inference-sim ------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 
 import pytest
 
@@ -225,7 +224,14 @@ def test_deletion_sends_sigterm_first(k8s, namespace):
         60,
         diag=lambda: k8s.describe(namespace),
     )
-    time.sleep(1)  # let the interpreter install its handler
+
+    def handler_installed() -> bool:
+        if k8s.local:
+            logs = k8s.cluster.workdir.glob(f"pods/{namespace}_polite_*/containers/c/output.log")
+            return any("ready" in p.read_text() for p in logs)
+        return "ready" in k8s.kubectl("logs", "polite", "-n", namespace, check=False).stdout
+
+    k8s.wait_for("pod polite to install its SIGTERM handler", handler_installed, 30)
     k8s.kubectl("delete", "pod", "polite", "-n", namespace, "--wait=false")
     k8s.wait_for(
         "pod polite to be deleted well within its 20 s grace period",
