@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import functools
 import json
+import logging
 import math
 import multiprocessing as mp
 import os
@@ -64,6 +65,7 @@ __all__ = [
 ]
 
 _READY_PREFIX = "llmbench sim listening on "
+_log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------
@@ -153,7 +155,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--tokenizer", dest="sim_tokenizer", default=d.tokenizer,
                    help="'default' (the project's embedded tokenizer) or 'whitespace'")
     g.add_argument("--max-records", dest="sim_max_records", type=int, default=d.max_records,
-                   help="ground-truth ring size; older records are dropped and counted")
+                   help="ground-truth ring size (~320 bytes per record); older records are "
+                        "dropped and counted; 0 keeps none (default %(default)s)")
     t = parser.add_argument_group("timing")
     t.add_argument("--ttft-ms", dest="sim_ttft_ms", type=float, default=d.ttft_ms,
                    help="time to first token after admission (default %(default)s)")
@@ -1008,7 +1011,7 @@ class SimServer:
         self._model_json = json.dumps(self.config.model)  # ASCII-safe in byte templates
         self._id_prefix = f"{os.getpid():x}{random.Random().getrandbits(24):06x}-"
         self._rng = random.Random(self.config.seed)
-        self._records: deque[SimRecord] = deque(maxlen=self.config.max_records or None)
+        self._records: deque[SimRecord] = deque(maxlen=self.config.max_records)
         self._dropped = 0
         self._next_id = 0
         self._running = 0
@@ -1076,12 +1079,9 @@ class SimServer:
 
     def _add_record(self, rec: SimRecord) -> None:
         recs = self._records
-        if recs.maxlen is not None and len(recs) == recs.maxlen:
-            self._dropped += 1
-        if recs.maxlen != 0:
-            recs.append(rec)
-        else:
-            self._dropped += 1
+        if len(recs) == recs.maxlen:
+            self._dropped += 1  # the oldest one falls out (or, with capacity 0, this one)
+        recs.append(rec)
 
     # dispatch ----------------------------------------------------------------------------
     def _dispatch(self, conn: _Conn, method: bytes, path: bytes, body: bytes,
@@ -1100,6 +1100,10 @@ class SimServer:
             handler(conn, body, arrival)
         except _HTTPError as err:
             conn.send(_http_response(err.status, _error_body(err.status, err.message)))
+        except Exception as err:  # a bug or an input we did not foresee: answer, stay up
+            _log.exception("llmbench sim: %s %s failed", method.decode(), path.decode())
+            if conn.busy and conn.gen is None:
+                conn.send(_http_response(500, _error_body(500, f"sim error: {err!r}")))
 
     def _json_body(self, body: bytes) -> dict[str, Any]:
         try:

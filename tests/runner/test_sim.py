@@ -492,6 +492,13 @@ def test_records_endpoint_reset_and_ring_bound() -> None:
         assert sim.client.get("/sim/records").json()["records"] == []
 
 
+def test_records_can_be_off() -> None:
+    with sim_with(ttft_ms=0, itl_ms=0, max_records=0) as sim:
+        sim.client.post("/v1/chat/completions", json=chat_body(2, stream=False))
+        data = sim.client.get("/sim/records").json()
+        assert data["records"] == [] and data["dropped"] == 1
+
+
 def test_runtime_config() -> None:
     with sim_with(ttft_ms=0, itl_ms=0) as sim:
         r = sim.client.post("/sim/config", json={"ttft_ms": 25})
