@@ -258,7 +258,7 @@ class Cluster:
             check_port_free(self.apiserver_port, "kube-apiserver")
         else:
             self.apiserver_port = free_port()
-        etcd_port, peer_port = free_port(), free_port()
+        etcd_port, peer_port, kubelet_port = free_port(), free_port(), free_port()
         tokens = {n: os.urandom(16).hex() for n in ("admin", "cm", "sched")}
         (self.workdir / "admin.token").write_text(tokens["admin"])
         (pki / "tokens.csv").write_text(
@@ -327,6 +327,7 @@ class Cluster:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
+                "--kubelet-preferred-address-types=InternalIP",
                 "--profiling=false",
                 "--v=1",
             ],
@@ -379,6 +380,12 @@ class Cluster:
                 str(self.workdir / "pods"),
                 "--nodes",
                 self.nodes,
+                "--port",
+                str(kubelet_port),
+                "--tls-cert",
+                str(pki / "apiserver.crt"),
+                "--tls-key",
+                str(pki / "apiserver.key"),
             ],
         )
         self._wait_settled(timeout)

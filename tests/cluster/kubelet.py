@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.server
 import json
 import os
 import re
@@ -147,7 +148,7 @@ class ApiError(Exception):
 
 
 # ------------------------------------------------------------------------------------ nodes
-def node_objects(node_set: str) -> list[tuple[dict, dict]]:
+def node_objects(node_set: str, port: int = 10250) -> list[tuple[dict, dict]]:
     out = []
     for name, zone, gpus, product, cpu, mem in NODE_SETS[node_set]:
         labels = {
@@ -183,7 +184,7 @@ def node_objects(node_set: str) -> list[tuple[dict, dict]]:
                 {"type": "InternalIP", "address": "127.0.0.1"},
                 {"type": "Hostname", "address": name},
             ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
             "nodeInfo": {
                 "machineID": name,
                 "systemUUID": name,
@@ -887,11 +888,11 @@ def _killpg(pid: int, sig: int) -> None:
 
 
 class Kubelet:
-    def __init__(self, kubeconfig: str, workdir: Path, node_set: str):
+    def __init__(self, kubeconfig: str, workdir: Path, node_set: str, port: int = 10250):
         self.api = Api(kubeconfig)
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.nodes = node_objects(node_set)
+        self.nodes = node_objects(node_set, port)
         self.node_names = {n["metadata"]["name"] for n, _ in self.nodes}
         self.pods: dict[str, PodRunner] = {}
         self.lock = threading.Lock()
@@ -1058,13 +1059,67 @@ class Kubelet:
             t.join()
 
 
+class _LogHandler(http.server.BaseHTTPRequestHandler):
+    """The slice of the kubelet API that `kubectl logs` uses: /containerLogs/ns/pod/container."""
+
+    pods_dir: Path
+
+    def log_message(self, format, *args):  # noqa: A002 - quiet
+        pass
+
+    def do_GET(self):  # noqa: N802 - http.server API
+        url = urllib.parse.urlsplit(self.path)
+        parts = url.path.strip("/").split("/")
+        if url.path in ("/healthz", "/readyz"):
+            return self._send(200, b"ok")
+        if len(parts) != 4 or parts[0] != "containerLogs":
+            return self._send(404, b"process kubelet serves only /containerLogs")
+        _, ns, pod, container = parts
+        logs = sorted(
+            self.pods_dir.glob(f"{ns}_{pod}_*/containers/{container}/output.log"),
+            key=lambda p: p.stat().st_mtime,
+        )
+        if not logs:
+            return self._send(404, f"no log for {ns}/{pod}/{container}".encode())
+        data = logs[-1].read_bytes()
+        q = urllib.parse.parse_qs(url.query)
+        if "tailLines" in q:
+            n = int(q["tailLines"][0])
+            data = b"".join(data.splitlines(keepends=True)[-n:]) if n > 0 else b""
+        if "limitBytes" in q:
+            data = data[: int(q["limitBytes"][0])]
+        self._send(200, data)
+
+    def _send(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def serve_logs(pods_dir: Path, port: int, cert: str, key: str) -> None:
+    handler = type("Handler", (_LogHandler,), {"pods_dir": pods_dir})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True, name="logs").start()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--dir", required=True, help="per-pod directories go here")
     ap.add_argument("--nodes", default="default", choices=sorted(NODE_SETS))
+    ap.add_argument("--port", type=int, default=0, help="kubelet API port (kubectl logs)")
+    ap.add_argument("--tls-cert", help="serving cert for --port")
+    ap.add_argument("--tls-key", help="serving key for --port")
     a = ap.parse_args(argv)
-    k = Kubelet(a.kubeconfig, Path(a.dir), a.nodes)
+    k = Kubelet(a.kubeconfig, Path(a.dir), a.nodes, a.port or 10250)
+    if a.port and a.tls_cert and a.tls_key:
+        serve_logs(Path(a.dir), a.port, a.tls_cert, a.tls_key)
 
     def on_term(signum, frame):
         k.shutdown()

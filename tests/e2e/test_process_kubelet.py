@@ -152,6 +152,8 @@ def test_failure_exit_code_and_fallback_to_logs(k8s, namespace):
     term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert term["exitCode"] == 7 and term["reason"] == "Error"
     assert "it broke here" in term["message"]
+    logs = k8s.kubectl("logs", "boom", "-n", namespace).stdout
+    assert "it broke here" in logs
 
 
 def test_restart_policy_on_failure_restarts_until_success(k8s, namespace):
