@@ -115,7 +115,7 @@ EOF
   ldflags="-s -w -X $ver_pkg.gitVersion=$K8S_VERSION -X $ver_pkg.gitMajor=1 -X $ver_pkg.gitMinor=$MINOR"
   ldflags+=" -X $ver_pkg.gitTreeState=clean -X $ver_pkg.buildDate=1970-01-01T00:00:00Z"
   mkdir -p "$SRC/out"
-  echo "step compile: go build ${K8S_CMDS[*]} etcd (-p $JOBS; a cold build takes ~20 min on 2 cores)"
+  echo "step compile: go build ${K8S_CMDS[*]} etcd (-p $JOBS; a cold build takes ~10-15 min on 2 cores)"
   (cd "$SRC" && "$GO" build -p "$JOBS" -ldflags "$ldflags" -o "$SRC/out/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
       k8s.io/kubernetes/cmd/kube-scheduler >"$SRC/build.log" 2>&1 \

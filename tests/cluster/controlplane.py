@@ -236,7 +236,7 @@ class Cluster:
         if missing:
             raise ClusterError(
                 f"step binaries: {', '.join(missing)} missing in {bins} — run "
-                f"'bash hack/cluster/build.sh {self.version}' (cold build ~20 min)"
+                f"'bash hack/cluster/build.sh {self.version}' (cold build ~10-15 min)"
             )
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.state_file.exists():

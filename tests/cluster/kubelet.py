@@ -492,7 +492,8 @@ class PodRunner:
     @staticmethod
     def _rewrite(s: str, rewrites: dict[str, str]) -> str:
         for src in sorted(rewrites, key=len, reverse=True):
-            s = re.sub(re.escape(src) + r"(?=/|$|[^\w.-])", lambda _m, d=rewrites[src]: d, s)
+            dst = rewrites[src]
+            s = re.sub(re.escape(src) + r"(?=/|$|[^\w.-])", dst.replace("\\", "\\\\"), s)
         return s
 
     def _argv_env(self, c: dict, base_rewrites: dict[str, str], base_env: dict[str, str]):
@@ -754,14 +755,14 @@ class PodRunner:
                 ):
                     return True
             if "exec" in probe:
-                r = subprocess.run(
+                done = subprocess.run(
                     probe["exec"]["command"],
                     env=env,
                     cwd=self.dir,
                     capture_output=True,
                     timeout=probe.get("timeoutSeconds", 1),
                 )
-                return r.returncode == 0
+                return done.returncode == 0
         except Exception:
             return False
         return True
@@ -840,7 +841,7 @@ class PodRunner:
             )
             ready = phase == "Running" and all(cs["ready"] for cs in statuses)
             t = now()
-            conds = [
+            conds: list[dict[str, str | None]] = [
                 {"type": "PodReadyToStartContainers", "status": "True"},
                 {"type": "Initialized", "status": "True" if init_done else "False"},
                 {"type": "Ready", "status": "True" if ready else "False"},
@@ -1014,9 +1015,9 @@ class Kubelet:
                         seen.add(p["metadata"]["uid"])
                         self.handle(p)
                     with self.lock:
-                        gone = [r for u, r in self.pods.items() if u not in seen]
-                    for r in gone:
-                        self.handle(r.pod, deleted=True)
+                        gone = [pr for u, pr in self.pods.items() if u not in seen]
+                    for runner in gone:
+                        self.handle(runner.pod, deleted=True)
                 params = {
                     "watch": "1",
                     "resourceVersion": rv,

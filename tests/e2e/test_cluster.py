@@ -38,7 +38,9 @@ def terminated(pod: dict) -> dict | None:
 
 
 def job_condition(job: dict | None, ctype: str) -> bool:
-    return bool(job) and any(
+    if not job:
+        return False
+    return any(
         c["type"] == ctype and c["status"] == "True"
         for c in job.get("status", {}).get("conditions") or []
     )
@@ -455,6 +457,7 @@ def test_service_account_rbac_is_enforced_inside_pod(k8s, namespace):
     )
     term = terminated(pod)
     assert pod["status"]["phase"] == "Succeeded", (term, k8s.describe(namespace))
+    assert term is not None
     res = json.loads(term["message"])
     assert res == {
         "update_own": 200,
