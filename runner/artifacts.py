@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .records import RequestRecord
+from .telemetry import GPU_SUMMARY_COLUMNS, format_value, gpu_summary_rows_from_json
 
 PROFILE_EXPORT = "profile_export.json"
 GENAI_PERF_JSON = "profile_export_genai_perf.json"
@@ -81,6 +82,18 @@ def genai_perf_csv(summary: dict[str, Any]) -> str:
     w.writerow(["Error Count (count)", errors.get("total", 0)])
     for kind, info in errors.get("by_type", {}).items():
         w.writerow([f"Errors: {kind} (count)", info["count"]])
+    gpu_rows = gpu_summary_rows_from_json(summary.get("telemetry") or {})
+    if gpu_rows:
+        # Third table, only with GPU telemetry: one row per GPU that served the target.
+        w.writerow([])
+        w.writerow(GPU_SUMMARY_COLUMNS)
+        for row in gpu_rows:
+            w.writerow(
+                [
+                    v if isinstance(v, str) else format_value(v)
+                    for v in (row[c] for c in GPU_SUMMARY_COLUMNS)
+                ]
+            )
     return buf.getvalue()
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import telemetry
 from .loadgen import LoadConfig, Progress, expected_total
 from .metrics import SLO_KEYS
 
@@ -161,6 +162,8 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
         "(the target's /tokenize) or 'default' (embedded, no network)",
     )
 
+    telemetry.add_arguments(p)
+
     o = p.add_argument_group("output")
     o.add_argument(
         "--goodput", nargs="+", default=[], metavar="KEY:MS", help="SLOs: ttft:MS itl:MS e2e:MS"
@@ -250,6 +253,7 @@ def profile_config_from_args(args: argparse.Namespace) -> Any:
         headers=headers,
         artifact_dir=args.artifact_dir,
         preflight=args.preflight,
+        telemetry=telemetry.collector_from_args(args, args.url),
     )
 
 

@@ -72,6 +72,19 @@ def notes(summary: dict[str, Any]) -> list[str]:
             f"request rate: target {target} /s, achieved {shown} /s; "
             f"dispatch lag p99 {lag['p99']:.2f} ms, max {lag['max']:.2f} ms"
         )
+    tele = summary.get("telemetry") or {}
+    for warning in tele.get("warnings", []):
+        out.append(f"[yellow]{warning}[/yellow]")
+    for signal in tele.get("validity", []):
+        colour = "red" if signal.get("severity") == "error" else "yellow"
+        out.append(f"[{colour}]validity: {signal['message']}[/{colour}]")
+    for server in (tele.get("server") or {}).values():
+        ttft, itl = server.get("ttft_mean_ms"), server.get("itl_mean_ms")
+        if ttft is not None and itl is not None:
+            out.append(
+                f"server-side ({server.get('engine')}): TTFT mean {ttft:.2f} ms, "
+                f"ITL mean {itl:.2f} ms"
+            )
     if summary.get("interrupted"):
         out.append("[yellow]interrupted: results cover the requests completed so far[/yellow]")
     return out

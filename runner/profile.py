@@ -22,6 +22,7 @@ from .artifacts import default_artifact_dir, write_profile_artifacts
 from .loadgen import LoadConfig, Progress, expected_total, run_load, run_load_workers
 from .metrics import summarize
 from .records import SOURCE_TOKENIZER, RequestRecord
+from .telemetry import plot_telemetry, telemetry_section
 from .tokenizer import load_tokenizer
 from .transport import Target
 
@@ -55,6 +56,8 @@ class ProfileConfig:
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     artifact_dir: Path | None = None
     preflight: bool = True
+    #: A ``telemetry.TelemetryCollector`` scraping DCGM / server metrics during the window.
+    telemetry: Any = field(default=None, repr=False)
 
     def path(self) -> str:
         return self.endpoint or ENDPOINT_PATHS[self.endpoint_type]
@@ -209,23 +212,39 @@ async def run_profile(
     target = Target.from_url(cfg.url, cfg.path(), cfg.auth_headers())
     stop = stop or asyncio.Event()
     progress = progress or Progress()
-    if on_window is not None:
-        await _maybe_await(on_window("start"))
-    if cfg.load.workers > 1:
-        records = await run_load_workers(target, bodies, cfg.load, progress=progress, stop=stop)
-    else:
-        records = await run_load(target, bodies, cfg.load, progress=progress, stop=stop)
-    if on_window is not None:
-        await _maybe_await(on_window("end"))
+    collector = cfg.telemetry
+
+    async def window(phase: str) -> None:
+        if collector is not None:
+            await collector.on_window(phase)
+        if on_window is not None:
+            await _maybe_await(on_window(phase))
+
+    await window("start")
+    try:
+        if cfg.load.workers > 1:
+            records = await run_load_workers(target, bodies, cfg.load, progress=progress, stop=stop)
+        else:
+            records = await run_load(target, bodies, cfg.load, progress=progress, stop=stop)
+    finally:
+        await window("end")
     count_client_tokens(records, tok if cfg.tokenizer != "server" else None, prepared)
     streaming = wl.streaming
     summary = summarize(records, streaming=streaming, slo=cfg.goodput or None)
     summary["interrupted"] = stop.is_set()
     summary["input_config"] = cfg.public_dict()
+    result = getattr(collector, "result", None)
+    if result is not None:
+        measured_osl = sum(r.output_tokens or 0 for r in records if r.ok and not r.warmup)
+        summary["telemetry"] = telemetry_section(
+            result, records, output_tokens=measured_osl, window_s=summary["window"]["duration_s"]
+        )
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
         inputs = workload_mod.inputs_json(prepared)
         write_profile_artifacts(out_dir, records, summary, inputs)
+        if result is not None:
+            await asyncio.to_thread(plot_telemetry, result, out_dir / "telemetry.png")
     return ProfileResult(summary, records, out_dir)
 
 

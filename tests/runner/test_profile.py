@@ -91,9 +91,12 @@ def test_artifacts_have_genai_perf_layout_and_no_secret(sim: SimFactory, tmp_pat
     art = tmp_path / "art"
     names = {p.name for p in art.iterdir()}
     assert names == {"inputs.json", "profile_export.json", "profile_export_genai_perf.json",
-                     "profile_export_genai_perf.csv"}
+                     "profile_export_genai_perf.csv", "telemetry.png"}
     for p in art.iterdir():
-        assert "s3cr3t-token" not in p.read_text(), p.name
+        assert b"s3cr3t-token" not in p.read_bytes(), p.name
+    # The target's own /metrics was scraped over the window (vLLM names).
+    server = next(iter(s["telemetry"]["server"].values()))
+    assert server["requests_completed"] == 13
     rows = list(csv.reader((art / "profile_export_genai_perf.csv").read_text().splitlines()))
     assert rows[0] == ["Metric", "avg", "min", "max", "p99", "p95", "p90", "p75", "p50", "p25",
                        "p10", "p5", "p1"]
