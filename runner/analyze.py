@@ -23,6 +23,7 @@ import asyncio
 import csv
 import io
 import json
+import logging
 import os
 import re
 import sys
@@ -334,6 +335,7 @@ def analysis(result: SweepResult) -> dict[str, Any]:
             "cost_per_million_output_tokens": cost_per_million(m.ott, price),
             "joules_per_output_token": _energy(group),
             "isl": _isl(result, m.value, group),
+            "achieved_request_rate": _achieved_rate(group),
         }
         if slo is not None:
             entry["meets_slo"] = slo.passed(i)
@@ -376,6 +378,17 @@ def analysis(result: SweepResult) -> dict[str, Any]:
     return out
 
 
+def _achieved_rate(group: Sequence[PointRun]) -> float | None:
+    """Mean achieved send rate of an open-loop point: a client that fell behind shows here."""
+    rates = [
+        ((r.summary or {}).get("dispatch") or {}).get("achieved_request_rate")
+        for r in group
+        if r.status == DONE
+    ]
+    nums = [float(v) for v in rates if v is not None]
+    return sum(nums) / len(nums) if nums else None
+
+
 def _isl(result: SweepResult, value: float, group: Sequence[PointRun]) -> float | None:
     """The ISL column: the swept length, the synthetic mean, or the measured mean (input file)."""
     if result.sweep_type == "input_sequence_length":
@@ -396,7 +409,7 @@ def table1_columns(data: dict[str, Any]) -> list[str]:
     cols = list(TABLE1_COLUMNS)
     st = data["sweep_type"]
     if st == "request_rate":
-        cols.append("Request Rate (req/s)")
+        cols += ["Request Rate (req/s)", "Achieved Rate (req/s)"]
     if st == "output_sequence_length":
         cols.append("OSL")
     if data["slo"] is not None:
@@ -433,6 +446,7 @@ def _table1_row(data: dict[str, Any], p: dict[str, Any]) -> dict[str, str]:
         "Avg. OTT (tok/s)": _f(m["ott"]),
         "RPS": _f(m["rps"]),
         "Request Rate (req/s)": f"{p['value']:g}",
+        "Achieved Rate (req/s)": _f(p.get("achieved_request_rate")),
         "OSL": f"{p['value']:g}",
         "Goodput (req/s)": _f(m["goodput"]),
         "Meets SLO": "yes" if p.get("meets_slo") else "no",
@@ -585,6 +599,7 @@ _SHORT = {
     "Avg. OTT (tok/s)": "OTT\ntok/s",
     "RPS": "RPS",
     "Request Rate (req/s)": "rate\n/s",
+    "Achieved Rate (req/s)": "achieved\n/s",
     "OSL": "OSL",
     "Goodput (req/s)": "goodput\n/s",
     "Meets SLO": "SLO",
@@ -659,6 +674,7 @@ def _run_dir(args: argparse.Namespace, spec: Spec, model: str, name: str | None)
 async def _main(
     spec: Spec, run_dir: Path, model: str, restart: bool, api_key: str | None,
     headers: dict[str, str], console: Any, preflight: bool = True,
+    point_options: dict[str, Any] | None = None,
 ) -> SweepResult:
     from .console import show_progress
     from .loadgen import Progress, expected_total
@@ -693,7 +709,7 @@ async def _main(
         return await run_sweep(
             spec, run_dir, model=model, run_point=point, stop=stop, notify=console.print,
             restart=restart, api_key=api_key, headers=headers, on_point=on_point,
-            preflight=preflight,
+            preflight=preflight, point_options=point_options,
         )
     finally:
         undo()
@@ -706,8 +722,12 @@ def run(args: argparse.Namespace) -> int:
     from .profile import ProfileError, preflight
 
     console = stderr_console()
+    if not getattr(args, "verbose", False):
+        # one preflight GET per point would otherwise interleave INFO lines with the results
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     prog = "llmbench analyze"
     name = None
+    options: dict[str, Any] = {}
     try:
         if args.file is not None:
             spec, name = spec_from_file(args.file)
@@ -726,6 +746,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             spec, base = spec_from_args(args)
             api_key, headers = base.api_key, base.headers
+            if getattr(base, "telemetry", None) is not None:
+                options["telemetry"] = base.telemetry  # the telemetry flags' collector
         first = spec.points()[0]
         cfg0 = spec.to_profile_config(first, api_key=api_key, headers=headers)
     except ValueError as exc:
@@ -741,7 +763,10 @@ def run(args: argparse.Namespace) -> int:
             model = cfg0.model
         run_dir = _run_dir(args, spec, model, name)
         result = asyncio.run(
-            _main(spec, run_dir, model, args.restart, api_key, headers, console, args.preflight)
+            _main(
+                spec, run_dir, model, args.restart, api_key, headers, console, args.preflight,
+                options,
+            )
         )
     except ProfileError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)

@@ -447,13 +447,15 @@ async def run_sweep(
     headers: dict[str, str] | None = None,
     on_point: Callable[[SweepResult], None] | None = None,
     preflight: bool = True,
+    point_options: dict[str, Any] | None = None,
 ) -> SweepResult:
     """Runs (or resumes) every point of ``spec`` into ``run_dir``.
 
     ``run_point(cfg, stop)`` measures one point (default: :func:`run_profile`); tests pass
     their own. ``preflight`` checks the target before each point, so a server that went
     down fails that point with the reason instead of a timeout. ``on_point`` sees the result
-    after every point (e.g. to rewrite the CSV).
+    after every point (e.g. to rewrite the CSV). ``point_options`` are set on every point's
+    ProfileConfig (e.g. ``{"telemetry": collector}``): runtime objects the spec cannot hold.
     Raises :class:`SweepError` for a corrupt or foreign checkpoint.
     """
     from .profile import ProfileError
@@ -514,6 +516,8 @@ async def run_sweep(
             )
             cfg.model = model
             cfg.artifact_dir = point_dir
+            for key, option in (point_options or {}).items():
+                setattr(cfg, key, option)
             say(f"[{n}/{total}] {name}")
             try:
                 pr = await runner(cfg, stop)
