@@ -101,6 +101,7 @@ class SimConfig:
     max_records: int = 1_000_000
     workers: int = 1
     tokenizer: str = "default"
+    chat_template_tokens: int = 0
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SimConfig:
@@ -130,6 +131,8 @@ class SimConfig:
             raise ValueError("--max-num-seqs must be >= 0 (0 = unlimited)")
         if self.workers < 1:
             raise ValueError("--workers must be >= 1")
+        if self.chat_template_tokens < 0:
+            raise ValueError("--chat-template-tokens must be >= 0")
         if self.max_records < 0:
             raise ValueError("--max-records must be >= 0")
         if self.default_max_tokens < 1 or self.max_model_len < 2:
@@ -152,6 +155,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="seed for lengths, jitter and fault injection")
     g.add_argument("--api-key", dest="sim_api_key", default=d.api_key,
                    help="require 'Authorization: Bearer KEY' (default: no auth)")
+    g.add_argument("--chat-template-tokens", dest="sim_chat_template_tokens", type=int,
+                   default=d.chat_template_tokens,
+                   help="added to a chat request's prompt_tokens, as a real chat template "
+                        "adds role markers (default 0: usage equals the client's count)")
     g.add_argument("--tokenizer", dest="sim_tokenizer", default=d.tokenizer,
                    help="'default' (the project's embedded tokenizer) or 'whitespace'")
     g.add_argument("--max-records", dest="sim_max_records", type=int, default=d.max_records,
@@ -838,21 +845,23 @@ class _Gen:
                 itl.count += 1
             if 0 <= self.disconnect_at <= sent:
                 # Injected fault: the server drops the connection mid-stream (no tail).
+                # The record is complete before the bytes leave, so a client that has
+                # seen the end can always find it (also from another thread).
                 self.sent = sent
-                transport.write(b"".join(parts))
                 self.rec.status = "disconnect"
                 self.rec.last_token_ns = now
                 self.rec.output_tokens = sent
                 conn.closed = True
                 conn.gen = None
-                transport.close()
                 self._release(now, "abort")
+                transport.write(b"".join(parts))
+                transport.close()
                 return
             if sent >= n:
                 self.sent = sent
                 parts.append(self._tail())
-                transport.write(b"".join(parts))
                 self._complete(now)
+                transport.write(b"".join(parts))
                 conn.finish()
                 return
             self.deadline_ns += step if fixed_step else self._step_ns()
@@ -937,8 +946,8 @@ class _Gen:
             self.rec.last_token_ns = now
             self.conn.closed = True
             self.conn.gen = None
-            self.conn.transport.close()  # type: ignore[union-attr]
             self._release(now, "abort")
+            self.conn.transport.close()  # type: ignore[union-attr]
             return
         self._complete(now)
         self.conn.send(_http_response(200, body))
@@ -1136,6 +1145,7 @@ class SimServer:
         req = self._json_body(body)
         self._check_model(req)
         tokens = sum(self._tok.count(p) for p in self._chat_parts(req))
+        tokens += self.config.chat_template_tokens
         self._generate(conn, req, tokens, arrival, chat=True)
 
     def _completions(self, conn: _Conn, body: bytes, arrival: int) -> None:
@@ -1284,6 +1294,7 @@ class SimServer:
         self._check_model(req)
         if "messages" in req:
             tokens = [t for part in self._chat_parts(req) for t in self._tok.encode(part)]
+            tokens = [0] * self.config.chat_template_tokens + tokens  # template markers
         elif isinstance(req.get("prompt"), str):
             tokens = self._tok.encode(req["prompt"])
         else:

@@ -18,15 +18,17 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from llmbench.runner.sim import (
     SimConfig,
+    SimRecord,
     SimServer,
     add_arguments,
     output_words,
     run_sim_in_thread,
     spawn_sim,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 MODEL = "llmbench-sim"
 #: How late (ms) a timer may fire on a shared, loaded 2-core machine. Timing asserts check
@@ -56,6 +58,34 @@ def fast() -> Iterator[Sim]:
     sim = Sim(ttft_ms=0, itl_ms=0)
     yield sim
     sim.close()
+
+
+class ProcSim:
+    """A sim in its own process, for timing tests: a sim thread would share the GIL with
+    the test's client and wait up to the 5 ms switch interval for it."""
+
+    def __init__(self, **cfg: Any) -> None:
+        flags = [x for k, v in cfg.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+        self.url, self.proc = spawn_sim(flags)
+        self.client = httpx.Client(base_url=self.url, timeout=10)
+
+    @property
+    def records(self) -> list[SimRecord]:
+        return [SimRecord(**r) for r in self.client.get("/sim/records").json()["records"]]
+
+    def close(self) -> None:
+        self.client.close()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def proc_sim(**cfg: Any) -> Iterator[ProcSim]:
+    sim = ProcSim(**cfg)
+    try:
+        yield sim
+    finally:
+        sim.close()
 
 
 @contextlib.contextmanager
@@ -289,7 +319,7 @@ def test_tokens_per_chunk() -> None:
 
 # ------------------------------------------------------------------------------- timing
 def test_ttft_and_itl_ground_truth() -> None:
-    with sim_with(ttft_ms=30, itl_ms=4) as sim:
+    with proc_sim(ttft_ms=30, itl_ms=4) as sim:
         sent = []
         for _ in range(3):
             sse(sim.client, "/v1/chat/completions", chat_body(21))
@@ -306,7 +336,7 @@ def test_ttft_and_itl_ground_truth() -> None:
 
 
 def test_prefill_and_non_streaming_timing() -> None:
-    with sim_with(ttft_ms=10, itl_ms=2, prefill_ms_per_token=1) as sim:
+    with proc_sim(ttft_ms=10, itl_ms=2, prefill_ms_per_token=1) as sim:
         body = chat_body(11, stream=False)
         body["messages"][0]["content"] = " ".join(["word"] * 20)
         sim.client.post("/v1/chat/completions", json=body)
@@ -316,7 +346,7 @@ def test_prefill_and_non_streaming_timing() -> None:
 
 
 def test_itl_jitter_keeps_the_mean() -> None:
-    with sim_with(ttft_ms=0, itl_ms=3, itl_jitter_ms=2, seed=1) as sim:
+    with proc_sim(ttft_ms=0, itl_ms=3, itl_jitter_ms=2, seed=1) as sim:
         sse(sim.client, "/v1/chat/completions", chat_body(101))
         rec = sim.records[-1]
         itl_ms = (rec.last_token_ns - rec.first_token_ns) / 1e6 / 100
@@ -324,7 +354,7 @@ def test_itl_jitter_keeps_the_mean() -> None:
 
 
 def test_max_num_seqs_queues_fifo_and_counts_wait_in_ttft() -> None:
-    with sim_with(ttft_ms=40, itl_ms=10, max_num_seqs=2) as sim:
+    with proc_sim(ttft_ms=40, itl_ms=10, max_num_seqs=2) as sim:
         async def one(client: httpx.AsyncClient, i: int) -> None:
             body = chat_body(5, stream=True)
             body["messages"][0]["content"] = f"request {i}"
@@ -490,6 +520,35 @@ def test_records_endpoint_reset_and_ring_bound() -> None:
         assert [r["request_id"] for r in since] == [2]
         assert sim.client.post("/sim/reset").status_code == 200
         assert sim.client.get("/sim/records").json()["records"] == []
+
+
+def test_chat_template_tokens_and_batch_slowdown() -> None:
+    with proc_sim(ttft_ms=0, itl_ms=2, itl_ms_per_seq=1, chat_template_tokens=5) as sim:
+        usage = sim.client.post("/v1/chat/completions",
+                                json=chat_body(2, stream=False)).json()["usage"]
+        assert usage["prompt_tokens"] == 2 + 5
+        tok = sim.client.post("/tokenize", json={
+            "messages": [{"role": "user", "content": "hi there"}]}).json()
+        assert tok["count"] == 7
+        assert sim.client.post("/v1/completions", json={"prompt": "hi there", "max_tokens": 1}
+                               ).json()["usage"]["prompt_tokens"] == 2
+
+        async def one(client: httpx.AsyncClient) -> None:
+            async with client.stream("POST", "/v1/chat/completions",
+                                     json=chat_body(21)) as r:
+                async for _ in r.aiter_lines():
+                    pass
+
+        async def many() -> None:
+            async with httpx.AsyncClient(base_url=sim.url, timeout=10) as client:
+                await asyncio.gather(*(one(client) for _ in range(4)))
+
+        asyncio.run(many())
+        recs = sim.records[-4:]
+        # Each step costs itl + 1 ms per running sequence: up to 2 + 4 ms while all run.
+        itls = [(r.last_token_ns - r.first_token_ns) / 1e6 / 20 for r in recs]
+        assert all(3 <= t < 6 + LATE_MS / 20 for t in itls), itls
+        assert sum(itls) / 4 > 4, itls
 
 
 def test_records_can_be_off() -> None:
