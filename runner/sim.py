@@ -20,7 +20,13 @@ Timing model (per request, all deadlines absolute so event-loop lag never accumu
 * first chunk deadline: admitted + ttft (± jitter) + prefill_ms_per_token x prompt tokens;
 * chunk ``k`` deadline: chunk ``k-1`` deadline + itl (± jitter) + itl_ms_per_seq x running,
   counted from when chunk 0 was actually written;
-* a chunk whose deadline has passed is written on the next loop iteration, never skipped.
+* chunks whose deadlines have passed (the sim ran behind, or ITL is 0) are written together
+  in one write, still one SSE event each, as vLLM merges outputs for a slow consumer;
+  ``--max-events-per-write 1`` forces one event per write (syscall-bound, ~8 us/token);
+* when the client stops reading (transport paused) the stream is held and resumes with a
+  burst of what is due, so memory stays bounded; ``stalled_writes`` in the record says so.
+
+Non-streaming responses are written once the last token is due (first = last token time).
 
 ``time.perf_counter_ns`` is ``CLOCK_MONOTONIC`` on Linux, so a client process on the same
 host can compare its own timestamps with ``GET /sim/records`` directly. Timers fire with the
@@ -1376,6 +1382,15 @@ class SimServer:
 # --------------------------------------------------------------------------------------
 # launchers
 # --------------------------------------------------------------------------------------
+def _base_url(host: str, port: int) -> str:
+    """A URL a local client can use: wildcard binds become loopback, IPv6 gets brackets."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -1423,7 +1438,7 @@ def run_sim_in_thread(config: SimConfig | None = None, host: str = "127.0.0.1",
         thread.join(10)
 
     stop.server = state["server"]  # type: ignore[attr-defined]
-    return f"http://{host}:{state['port']}", stop
+    return _base_url(host, state["port"]), stop
 
 
 def spawn_sim(config_args: Sequence[str] = (), timeout: float = 30.0,
@@ -1468,8 +1483,7 @@ async def _serve(config: SimConfig, port: int, reuse_port: bool, announce: bool)
 
 
 def _announce(config: SimConfig, port: int) -> None:
-    host = config.host if config.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-    print(f"{_READY_PREFIX}http://{host}:{port} (model {config.model}, "
+    print(f"{_READY_PREFIX}{_base_url(config.host, port)} (model {config.model}, "
           f"workers {config.workers}, pid {os.getpid()})", flush=True)
 
 
