@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -120,7 +121,7 @@ def test_killed_process_resumes(sim_url: str, tmp_path: Path) -> None:
     """A real SIGKILL mid-sweep: the re-run skips what the checkpoint says finished."""
     out = tmp_path / "run"
     argv = ["llmbench", "analyze", "-u", sim_url, "--sweep-list", "1,2", "--request-count",
-            "20", "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "20",
+            "12", "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "20",
             "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(out), "--no-plots"]
     exe = Path(os.environ.get("VIRTUAL_ENV", ".venv")) / "bin" / "llmbench"
     if not exe.exists():
@@ -141,6 +142,30 @@ def test_killed_process_resumes(sim_url: str, tmp_path: Path) -> None:
     assert "1 of 2 points already done" in done.stderr
     assert (out / "llmbench-sim-chat-concurrency1" / "profile_export.json").stat(
     ).st_mtime_ns == first
+
+
+def test_ctrl_c_keeps_finished_points_and_exits_130(sim_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    exe = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "llmbench"
+    proc = subprocess.Popen(
+        [str(exe), "analyze", "-u", sim_url, "--sweep-list", "1,2", "--request-count", "16",
+         "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "20",
+         "--extra-inputs", "ignore_eos:true", "--artifact-dir", str(out), "--no-plots"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "[2/2]" in line:
+            proc.send_signal(signal.SIGINT)
+            break
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(30) == 130, err
+    assert "run the same command again to resume" in err
+    ckpt = json.loads((out / CHECKPOINT).read_text())
+    assert list(ckpt["points"]) == ["llmbench-sim-chat-concurrency1"]
+    assert ckpt["complete"] is False
+    assert len(read_csv(out / ANALYZE_CSV)) == 2
 
 
 def free_port() -> int:
