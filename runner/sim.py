@@ -159,14 +159,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "worker (default %(default)s)")
     g.add_argument("--seed", dest="sim_seed", type=int, default=d.seed,
                    help="seed for lengths, jitter and fault injection")
-    g.add_argument("--api-key", dest="sim_api_key", default=d.api_key,
+    g.add_argument("--api-key", dest="sim_api_key", default=d.api_key, metavar="KEY",
                    help="require 'Authorization: Bearer KEY' (default: no auth)")
     g.add_argument("--chat-template-tokens", dest="sim_chat_template_tokens", type=int,
                    default=d.chat_template_tokens,
                    help="added to a chat request's prompt_tokens, as a real chat template "
                         "adds role markers (default 0: usage equals the client's count)")
     g.add_argument("--tokenizer", dest="sim_tokenizer", default=d.tokenizer,
-                   help="'default' (the project's embedded tokenizer) or 'whitespace'")
+                   help="counts prompts and picks output words: 'default' (embedded), a "
+                        "tokenizer.json or its directory, a cached hub id, or 'whitespace'")
     g.add_argument("--max-records", dest="sim_max_records", type=int, default=d.max_records,
                    help="ground-truth ring size (~320 bytes per record); older records are "
                         "dropped and counted; 0 keeps none (default %(default)s)")
@@ -221,6 +222,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    default=d.disconnect_rate, help="close the connection mid-stream")
     f.add_argument("--malformed-rate", dest="sim_malformed_rate", type=float,
                    default=d.malformed_rate, help="emit one SSE event that is invalid JSON")
+    for action in parser._actions:  # short metavars: "--ttft-ms MS", not "SIM_TTFT_MS"
+        if action.dest.startswith("sim_") and action.option_strings and not action.metavar:
+            flag = action.option_strings[0]
+            action.metavar = ("MS" if flag.endswith("-ms") or "-ms-" in flag else
+                              "P" if flag.endswith("-rate") or "-rate-" in flag else
+                              "N" if action.type is int else flag.lstrip("-").upper())
 
 
 # --------------------------------------------------------------------------------------
@@ -1542,6 +1549,7 @@ def run(args: argparse.Namespace) -> int:
     """``llmbench sim``: serve until SIGINT/SIGTERM; prints the URL once listening."""
     try:
         config = SimConfig.from_args(args)
+        _tokens(config.tokenizer)  # a bad --tokenizer is a usage error, not a traceback
     except ValueError as err:
         print(f"llmbench sim: error: {err}", file=sys.stderr)
         return 2

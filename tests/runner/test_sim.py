@@ -26,6 +26,7 @@ from llmbench.runner.sim import (
     SimServer,
     add_arguments,
     output_words,
+    run,
     run_sim_in_thread,
     spawn_sim,
 )
@@ -581,6 +582,9 @@ def test_config_from_args_and_validation() -> None:
     assert (cfg.error_rate_429, cfg.tokens_per_chunk) == (0.1, 3)
     with pytest.raises(ValueError, match="--disconnect-rate"):
         SimConfig.from_args(parser.parse_args(["--disconnect-rate", "2"]))
+    # run() reports bad settings as a usage error (exit 2) before binding anything.
+    assert run(parser.parse_args(["--ttft-ms", "-1"])) == 2
+    assert run(parser.parse_args(["--tokenizer", "/nonexistent/tok"])) == 2
 
 
 def test_spawn_sim_subprocess() -> None:
