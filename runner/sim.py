@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -54,7 +55,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from time import perf_counter_ns
 from typing import Any, Protocol
@@ -67,6 +68,7 @@ __all__ = [
     "output_words",
     "run",
     "run_sim_in_thread",
+    "sim_in_thread",
     "spawn_sim",
 ]
 
@@ -1079,6 +1081,21 @@ class SimServer:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    @property
+    def url(self) -> str:
+        """Base URL of the started server (loopback for wildcard binds)."""
+        sock = self._server.sockets[0] if self._server is not None else None
+        host = sock.getsockname()[0] if sock is not None else "127.0.0.1"
+        return _base_url(host, self.port)
+
+    async def __aenter__(self) -> SimServer:
+        """``async with SimServer(cfg) as sim:`` serves on 127.0.0.1, any free port."""
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
     async def stop(self) -> None:
         """Stops accepting, aborts in-flight requests (recorded as ``client_closed``)."""
         if self._server is not None:
@@ -1446,6 +1463,16 @@ def run_sim_in_thread(config: SimConfig | None = None, host: str = "127.0.0.1",
 
     stop.server = state["server"]  # type: ignore[attr-defined]
     return _base_url(host, state["port"]), stop
+
+
+@contextlib.contextmanager
+def sim_in_thread(config: SimConfig | None = None) -> Iterator[tuple[str, SimServer]]:
+    """``with sim_in_thread(cfg) as (url, server):`` for synchronous tests."""
+    url, stop = run_sim_in_thread(config)
+    try:
+        yield url, stop.server  # type: ignore[attr-defined]
+    finally:
+        stop()
 
 
 def spawn_sim(config_args: Sequence[str] = (), timeout: float = 30.0,

@@ -28,6 +28,7 @@ from llmbench.runner.sim import (
     output_words,
     run,
     run_sim_in_thread,
+    sim_in_thread,
     spawn_sim,
 )
 
@@ -659,3 +660,16 @@ def test_spawn_sim_with_workers() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
+
+
+def test_async_context_manager_and_sim_in_thread() -> None:
+    async def main() -> int:
+        async with SimServer(SimConfig(ttft_ms=0, itl_ms=0)) as sim:
+            async with httpx.AsyncClient(base_url=sim.url) as client:
+                r = await client.post("/v1/completions", json={"prompt": "x", "max_tokens": 2})
+            return r.status_code
+
+    assert asyncio.run(main()) == 200
+    with sim_in_thread(SimConfig(ttft_ms=0, itl_ms=0)) as (url, server):
+        assert httpx.get(url + "/health").status_code == 200
+        assert server.port == int(url.rsplit(":", 1)[1])
