@@ -52,6 +52,7 @@ from .sweep import (
     read_checkpoint,
     sweep_values,
 )
+from .telemetry import GPU_SUMMARY_COLUMNS
 
 __all__ = [
     "ANALYZE_CSV",
@@ -280,23 +281,13 @@ def config_name(result: SweepResult, value: float) -> str:
 
 
 def _energy(runs: Sequence[PointRun]) -> float | None:
-    """Joules per output token over the repetitions, from GPU energy counters."""
-    joules = tokens = 0.0
+    """Joules per output token (mean over repetitions) from the telemetry efficiency figures."""
+    values = []
     for r in runs:
-        tel = (r.summary or {}).get("telemetry") or {}
-        gpus = tel.get("gpus") or {}
-        if r.status != DONE or not gpus:
-            continue
-        energies = [g.get("energy_j") for g in gpus.values()]
-        if any(e is None for e in energies):
-            return None
-        ott = ((r.summary or {}).get("output_token_throughput") or {}).get("avg")
-        duration = ((r.summary or {}).get("window") or {}).get("duration_s")
-        if not ott or not duration:
-            continue
-        joules += sum(energies)
-        tokens += ott * duration
-    return joules / tokens if tokens else None
+        eff = ((r.summary or {}).get("telemetry") or {}).get("efficiency") or {}
+        if r.status == DONE and eff.get("joules_per_output_token") is not None:
+            values.append(float(eff["joules_per_output_token"]))
+    return sum(values) / len(values) if values else None
 
 
 def analysis(result: SweepResult) -> dict[str, Any]:
@@ -467,34 +458,15 @@ def _table1_row(data: dict[str, Any], p: dict[str, Any]) -> dict[str, str]:
 def telemetry_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Table 2 rows (one per GPU) of one point, from its summary's ``telemetry`` section.
 
-    The hook for GPU telemetry: absent ``telemetry`` means no rows, so no table 2.
+    Absent telemetry means no rows, so no table 2.
     """
-    tel = summary.get("telemetry") or {}
-    gpus = tel.get("gpus") or {}
-    rows = []
-    for g in gpus.values():
-        rows.append(
-            {
-                "GPU": g.get("gpu_id"),
-                "UUID": g.get("uuid"),
-                "p99 GPU Power Usage (W)": (g.get("power_w") or {}).get("p99"),
-                "GPU Energy Consumption (MJ)": g.get("energy_mj"),
-                "p99 GPU Utilization (%)": (g.get("utilization_pct") or {}).get("p99"),
-                "p99 GPU Memory Used (GB)": (g.get("memory_used_gb") or {}).get("p99"),
-            }
-        )
-    return rows
+    from .telemetry import gpu_summary_rows_from_json
+
+    return gpu_summary_rows_from_json(summary.get("telemetry") or {})
 
 
-TABLE2_COLUMNS = (
-    "Config Name",
-    "GPU",
-    "UUID",
-    "p99 GPU Power Usage (W)",
-    "GPU Energy Consumption (MJ)",
-    "p99 GPU Utilization (%)",
-    "p99 GPU Memory Used (GB)",
-)
+#: Table 2: the point, then telemetry's per-GPU columns (GenAI-Perf's GPU table).
+TABLE2_COLUMNS = ("Config Name", *GPU_SUMMARY_COLUMNS)
 
 
 def analyze_csv(data: dict[str, Any], result: SweepResult | None = None) -> str:
@@ -661,6 +633,25 @@ def print_summary(data: dict[str, Any], console: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+def collector_for_spec(spec: Spec, args: argparse.Namespace) -> Any:
+    """The telemetry collector a manifest asks for, run locally.
+
+    ``telemetry.dcgm`` as a URL is scraped; ``auto`` needs the operator (it finds the node's
+    exporter), so locally it means none. ``telemetry.serverMetrics`` maps onto
+    ``--target-metrics``. Interval, timeout and GPU filters come from the telemetry flags.
+    """
+    from .telemetry import collector_from_args
+
+    ns = argparse.Namespace(**vars(args))
+    dcgm = spec.telemetry.dcgm
+    ns.server_metrics_url = [
+        *(getattr(args, "server_metrics_url", []) or []),
+        *([dcgm] if dcgm not in ("auto", "off") else []),
+    ]
+    ns.target_metrics = spec.telemetry.server_metrics
+    return collector_from_args(ns, spec.target.base_url(getattr(spec, "_namespace", None)))
+
+
 def _run_dir(args: argparse.Namespace, spec: Spec, model: str, name: str | None) -> Path:
     if args.artifact_dir is not None:
         return Path(args.artifact_dir)
@@ -738,6 +729,9 @@ def run(args: argparse.Namespace) -> int:
                 if not sep or not k.strip():
                     raise ValueError(f"-H/--header {h!r}: expected NAME:VALUE")
                 headers[k.strip()] = v.strip()
+            collector = collector_for_spec(spec, args)
+            if collector is not None:
+                options["telemetry"] = collector
             if spec.target.api_key_secret_ref is not None and api_key is None:
                 console.print(
                     "[yellow]target.apiKeySecretRef is set; locally pass the key with "

@@ -26,6 +26,8 @@ DONE = "done"
 __all__ = ["PLOTS_DIR", "REPORT_HTML", "add_arguments", "build_report", "run"]
 
 REPORT_HTML = "report.html"
+#: Written per point by the profile when telemetry was scraped.
+TELEMETRY_PNG = "telemetry.png"
 PLOTS_DIR = "plots"
 
 _CSS = """
@@ -155,6 +157,16 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
         body += ["<h2>GPU telemetry</h2>", _csv_table(tables[1])]
     body.append("<h2>Plots</h2>")
     body += [_img(p) for p in pngs if p is not None]
+    telemetry_pngs = [
+        (p["label"], run_dir / r["name"] / TELEMETRY_PNG)
+        for p in data["points"]
+        for r in p["runs"]
+        if (run_dir / r["name"] / TELEMETRY_PNG).is_file()
+    ]
+    if telemetry_pngs:
+        body.append("<h2>GPU and server telemetry per point</h2>")
+        for label, png in telemetry_pngs:
+            body += [f"<h3>{html.escape(label)}</h3>", _img(png)]
     body += [
         "<h2>Benchmark spec</h2>",
         f"<pre>{html.escape(json.dumps(data['spec'], indent=2))}</pre>",
@@ -199,6 +211,8 @@ def _profile_report(run_dir: Path, out: Path) -> Path:
         body.append(f"<p class=\"note err\">errors: {errors['total']} ({html.escape(kinds)})</p>")
     body.append("<h2>Plots</h2>")
     body += [_img(p) for p in pngs if p is not None]
+    if (run_dir / TELEMETRY_PNG).is_file():
+        body.append(_img(run_dir / TELEMETRY_PNG))
     body += ["<h2>Arguments</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]
     out.write_text(_page(f"llmbench profile: {label}", body), encoding="utf-8")
     return out

@@ -299,3 +299,49 @@ def test_sequence_length_sweeps(sim_url: str, tmp_path: Path, capsys: pytest.Cap
     rows = read_csv(out / ANALYZE_CSV)
     assert rows[0] == [*TABLE1_COLUMNS, "OSL", "Status"]
     assert [r[8] for r in rows[1:]] == ["2", "6"]
+
+
+@pytest.fixture()
+def dcgm_url() -> Iterator[str]:
+    """A simulated dcgm-exporter (runner/dcgm_sim.py) on its own loop thread."""
+    import asyncio
+    import threading
+
+    from llmbench.runner.dcgm_sim import DcgmSimState, DcgmSimulator, serve_dcgm
+
+    loop = asyncio.new_event_loop()
+    sim = DcgmSimulator(DcgmSimState(n_gpus=2), load=lambda: 0.5)
+    server = loop.run_until_complete(serve_dcgm(sim, port=0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        server.close()
+        loop.run_until_complete(server.wait_closed())
+        loop.close()
+
+
+def test_gpu_telemetry_adds_table_2_and_energy_per_token(
+    sim_url: str, dcgm_url: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    assert main(["analyze", "-u", sim_url, "--sweep-list", "2,4", "--request-count", "8",
+                 "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "8",
+                 "--extra-inputs", "ignore_eos:true", "--server-metrics-url", dcgm_url,
+                 "--telemetry-interval", "0.1", "--artifact-dir", str(out), "--no-plots"]) == 0
+    text = (out / ANALYZE_CSV).read_text()
+    table1, table2 = text.split("\n\n")
+    rows1 = list(csv.reader(table1.splitlines()))
+    assert rows1[0][-2:] == ["Energy per Output Token (J)", "Status"]
+    assert all(float(r[-2]) > 0 for r in rows1[1:])
+    rows2 = list(csv.reader(table2.splitlines()))
+    assert rows2[0] == ["Config Name", "GPU", "UUID", "p99 GPU Power Usage (W)",
+                        "GPU Energy Consumption (MJ)", "p99 GPU Utilization (%)",
+                        "p99 GPU Memory Used (GB)"]
+    assert [r[0] for r in rows2[1:]] == ["llmbench-sim-chat-concurrency2"] * 2 + [
+        "llmbench-sim-chat-concurrency4"] * 2
+    assert all(float(r[3]) > 300 for r in rows2[1:])  # 70 + 580 x 0.5 W at load 0.5
