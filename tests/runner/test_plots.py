@@ -49,7 +49,9 @@ def test_analyze_writes_valid_pngs_and_report(sweep_dir: Path) -> None:
         assert_png((sweep_dir / PLOTS_DIR / f"{name}.png").read_bytes())
     html = (sweep_dir / REPORT_HTML).read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(images) == len(EXPECTED)
+    # plus the profile's telemetry.png per point (the sim's own /metrics is scraped by default)
+    telemetry = list(sweep_dir.glob("*/telemetry.png"))
+    assert len(images) == len(EXPECTED) + len(telemetry)
     for b64 in images:
         assert_png(base64.b64decode(b64))
     assert "analyze_export_genai_perf.csv" in html and "max OTT under SLO" in html
@@ -63,7 +65,10 @@ def test_report_rebuilds_from_saved_artefacts(sweep_dir: Path, tmp_path: Path,
     out = tmp_path / "r.html"
     assert main(["report", str(sweep_dir), "-o", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
-    assert len(re.findall(r"data:image/png;base64,", out.read_text())) == len(EXPECTED)
+    telemetry = list(sweep_dir.glob("*/telemetry.png"))
+    assert len(re.findall(r"data:image/png;base64,", out.read_text())) == len(EXPECTED) + len(
+        telemetry
+    )
     assert len(list((sweep_dir / PLOTS_DIR).glob("*.png"))) == len(EXPECTED)
 
 
@@ -72,7 +77,8 @@ def test_report_of_one_profile_folder(sweep_dir: Path) -> None:
     assert main(["report", str(point)]) == 0
     html = (point / REPORT_HTML).read_text()
     assert "Time To First Token (ms)" in html
-    assert len(re.findall(r"data:image/png;base64,", html)) == 3
+    extra = 1 if (point / "telemetry.png").exists() else 0
+    assert len(re.findall(r"data:image/png;base64,", html)) == 3 + extra
 
 
 def test_report_of_a_non_result_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
