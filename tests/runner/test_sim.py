@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmbench.runner.sim import (
@@ -673,3 +675,47 @@ def test_async_context_manager_and_sim_in_thread() -> None:
     with sim_in_thread(SimConfig(ttft_ms=0, itl_ms=0)) as (url, server):
         assert httpx.get(url + "/health").status_code == 200
         assert server.port == int(url.rsplit(":", 1)[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(max_tokens=st.integers(1, 40), min_tokens=st.integers(0, 40), ignore_eos=st.booleans(),
+       stream=st.booleans(), chat=st.booleans(), usage=st.booleans())
+def test_lengths_and_usage_agree_for_any_request(
+    fast: Sim, max_tokens: int, min_tokens: int, ignore_eos: bool, stream: bool, chat: bool,
+    usage: bool,
+) -> None:
+    min_tokens = min(min_tokens, max_tokens)
+    body: dict[str, Any] = {"model": MODEL, "max_tokens": max_tokens, "min_tokens": min_tokens,
+                            "ignore_eos": ignore_eos, "stream": stream}
+    if usage:
+        body["stream_options"] = {"include_usage": True}
+    if chat:
+        path = "/v1/chat/completions"
+        body["messages"] = [{"role": "user", "content": "some prompt"}]
+    else:
+        path, body["prompt"] = "/v1/completions", "some prompt"
+    tok = fast.server._tok
+    if stream:
+        events = sse(fast.client, path, body)
+        texts = content_events(events)
+        objs = [json.loads(e) for e in events[:-1]]
+        finish = [o["choices"][0]["finish_reason"] for o in objs
+                  if o["choices"] and o["choices"][0]["finish_reason"]]
+        n = len(texts)
+        assert tok.count("".join(texts)) == n
+        if usage:
+            assert objs[-1]["usage"]["completion_tokens"] == n
+        else:
+            assert all("usage" not in o for o in objs)
+    else:
+        obj = fast.client.post(path, json=body).json()
+        choice = obj["choices"][0]
+        text = choice["message"]["content"] if chat else choice["text"]
+        n = obj["usage"]["completion_tokens"]
+        assert tok.count(text) == n
+        finish = [choice["finish_reason"]]
+    assert max(1, min_tokens) <= n <= max_tokens
+    if ignore_eos:
+        assert n == max_tokens
+    assert finish == ["length" if n == max_tokens else "stop"]
+    assert fast.records[-1].output_tokens == n
