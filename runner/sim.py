@@ -1193,8 +1193,11 @@ class SimServer:
         if isinstance(prompt, list):
             if len(prompt) == 1 and isinstance(prompt[0], str):
                 prompt = prompt[0]
-            elif prompt and all(isinstance(t, int) for t in prompt):
-                prompt = " ".join(self._words[t % len(self._words)] for t in prompt)
+            elif prompt and all(isinstance(t, int) and not isinstance(t, bool)
+                                for t in prompt):
+                # Token ids (as vLLM accepts them): the count is the length.
+                self._generate(conn, req, len(prompt), arrival, chat=False)
+                return
             else:
                 raise _HTTPError(400, "the sim accepts one prompt per request")
         if not isinstance(prompt, str):

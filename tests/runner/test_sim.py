@@ -220,6 +220,16 @@ def test_models_health_tokenize_embeddings(fast: Sim) -> None:
     assert emb["usage"] == {"prompt_tokens": 5, "total_tokens": 5}
 
 
+def test_token_id_and_list_prompts(fast: Sim) -> None:
+    def usage(prompt: Any) -> Any:
+        return fast.client.post("/v1/completions", json={
+            "prompt": prompt, "max_tokens": 1}).json().get("usage", {}).get("prompt_tokens")
+
+    assert usage([5, 17, 300, 2]) == 4
+    assert usage(["alpha beta"]) == 2
+    assert fast.client.post("/v1/completions", json={"prompt": ["a", "b"]}).status_code == 400
+
+
 def test_prompt_tokens_match_tokenize(fast: Sim) -> None:
     prompt = "The quick brown fox jumps over the lazy dog, twice: quick, quick."
     count = fast.client.post("/tokenize", json={"prompt": prompt}).json()["count"]
