@@ -345,3 +345,23 @@ def test_gpu_telemetry_adds_table_2_and_energy_per_token(
     assert [r[0] for r in rows2[1:]] == ["llmbench-sim-chat-concurrency2"] * 2 + [
         "llmbench-sim-chat-concurrency4"] * 2
     assert all(float(r[3]) > 300 for r in rows2[1:])  # 70 + 580 x 0.5 W at load 0.5
+
+
+def test_shipped_sim_example_runs_locally(sim_url: str, tmp_path: Path) -> None:
+    """examples/llmbenchmark-sim.yaml, pointed at the test's sim and shortened, runs as is."""
+    import yaml
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "llmbenchmark-sim.yaml"
+    doc = yaml.safe_load(example.read_text())
+    doc["spec"]["target"]["url"] = sim_url
+    doc["spec"]["load"].update(requestCount=8, warmupRequestCount=2)
+    doc["spec"]["sweep"]["range"] = "1:2"
+    f = tmp_path / "example.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    assert main(["analyze", "-f", str(f), "--artifact-dir", str(out), "--no-plots"]) == 0
+    data = json.loads((out / ANALYZE_JSON).read_text())
+    assert [p["name"] for p in data["points"]] == [
+        "llmbench-sim-chat-concurrency1", "llmbench-sim-chat-concurrency2"]
+    assert data["cost"] == {"price_per_hour": 2.5, "currency": "EUR"}
+    assert data["slo"]["limits"] == {"ttft_p99": 150, "itl_p99": 20}

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from llmbench.runner.spec import (
     API_VERSION,
     Slo,
@@ -179,3 +180,16 @@ def test_json_schema_is_generated_from_the_model() -> None:
 
     walk(schema)
     assert crd_schema()["properties"]["spec"] == schema
+
+
+def test_public_surface() -> None:
+    """The spec model is public API (the CRD derives from it): its names are deliberate."""
+    import llmbench.runner.spec as spec_mod
+
+    assert sorted(spec_mod.__all__) == sorted([
+        "API_VERSION", "KIND", "Cost", "Load", "OutputTokens", "SecretKeyRef", "ServiceRef",
+        "Slo", "Spec", "SpecError", "SpecIssue", "Sweep", "Target", "Telemetry",
+        "TokenDistribution", "Workload", "crd_schema", "json_schema",
+    ])
+    for name in spec_mod.__all__:
+        assert getattr(spec_mod, name) is not None
