@@ -88,10 +88,11 @@ def genai_perf_csv(summary: dict[str, Any]) -> str:
         w.writerow([])
         w.writerow(GPU_SUMMARY_COLUMNS)
         for row in gpu_rows:
+            # MJ over one point is small (100 J = 0.0001 MJ): keep enough digits to see it.
             w.writerow(
                 [
-                    v if isinstance(v, str) else format_value(v)
-                    for v in (row[c] for c in GPU_SUMMARY_COLUMNS)
+                    v if isinstance(v, str) else format_value(v, 6 if "(MJ)" in c else 2)
+                    for c, v in ((c, row[c]) for c in GPU_SUMMARY_COLUMNS)
                 ]
             )
     return buf.getvalue()

@@ -60,6 +60,9 @@ from dataclasses import asdict, dataclass, fields
 from time import perf_counter_ns
 from typing import Any, Protocol
 
+from .dcgm_sim import CONTENT_TYPE as DCGM_CONTENT_TYPE
+from .dcgm_sim import DcgmSimState, DcgmSimulator
+
 __all__ = [
     "SimConfig",
     "SimRecord",
@@ -110,6 +113,11 @@ class SimConfig:
     workers: int = 1
     tokenizer: str = "default"
     chat_template_tokens: int = 0
+    dcgm: bool = False
+    dcgm_gpus: int = 1
+    dcgm_pod: str | None = None
+    dcgm_namespace: str | None = None
+    dcgm_collect_interval_s: float = 0.0
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> SimConfig:
@@ -139,6 +147,10 @@ class SimConfig:
             raise ValueError("--max-num-seqs must be >= 0 (0 = unlimited)")
         if self.workers < 1:
             raise ValueError("--workers must be >= 1")
+        if self.dcgm_gpus < 1:
+            raise ValueError("--dcgm-gpus must be >= 1")
+        if self.dcgm_collect_interval_s < 0:
+            raise ValueError("--dcgm-collect-interval must be >= 0")
         if self.chat_template_tokens < 0:
             raise ValueError("--chat-template-tokens must be >= 0")
         if self.max_records < 0:
@@ -167,6 +179,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    default=d.chat_template_tokens,
                    help="added to a chat request's prompt_tokens, as a real chat template "
                         "adds role markers (default 0: usage equals the client's count)")
+    dg = parser.add_argument_group("simulated GPU telemetry")
+    dg.add_argument("--dcgm", dest="sim_dcgm", action="store_true",
+                    help="also serve GET /dcgm/metrics in dcgm-exporter's format: SIMULATED "
+                         "GPUs (modelName llmbench-simulated-GPU) whose power and utilisation "
+                         "follow the running sequences")
+    dg.add_argument("--dcgm-gpus", dest="sim_dcgm_gpus", type=int, default=d.dcgm_gpus,
+                    help="simulated GPUs (default %(default)s)")
+    dg.add_argument("--dcgm-pod", dest="sim_dcgm_pod", default=d.dcgm_pod,
+                    help="pod label of the simulated GPUs (as dcgm-exporter sets it)")
+    dg.add_argument("--dcgm-namespace", dest="sim_dcgm_namespace", default=d.dcgm_namespace,
+                    help="namespace label of the simulated GPUs")
+    dg.add_argument("--dcgm-collect-interval", dest="sim_dcgm_collect_interval_s", type=float,
+                    default=d.dcgm_collect_interval_s,
+                    help="seconds between value changes, like dcgm-exporter's -c (0 = live)")
     g.add_argument("--tokenizer", dest="sim_tokenizer", default=d.tokenizer,
                    help="counts prompts and picks output words: 'default' (embedded), a "
                         "tokenizer.json or its directory, a cached hub id, or 'whitespace'")
@@ -1069,6 +1095,18 @@ class SimServer:
             (b"GET", b"/sim/config"): self._get_config,
             (b"POST", b"/sim/config"): self._set_config,
         }
+        self._dcgm: DcgmSimulator | None = None
+        if self.config.dcgm:
+            self._dcgm = DcgmSimulator(
+                DcgmSimState(
+                    n_gpus=self.config.dcgm_gpus,
+                    pod=self.config.dcgm_pod,
+                    namespace=self.config.dcgm_namespace,
+                    collect_interval_s=self.config.dcgm_collect_interval_s,
+                ),
+                load=self.load_fraction,
+            )
+            self._routes[(b"GET", b"/dcgm/metrics")] = self._dcgm_endpoint
         self._paths = {p for _, p in self._routes}
 
     # lifecycle ---------------------------------------------------------------------------
@@ -1354,6 +1392,18 @@ class SimServer:
         text = self._metrics.render(self.config.model, self._running, len(self._waiting),
                                     self._kv_usage())
         conn.send(_http_response(200, text, b"text/plain; version=0.0.4; charset=utf-8"))
+
+    def load_fraction(self) -> float:
+        """How busy the simulated GPU is: running sequences over the batch limit.
+
+        Without ``--max-num-seqs`` the GPU counts as full at 64 sequences.
+        """
+        return min(1.0, self._running / (self.config.max_num_seqs or 64))
+
+    def _dcgm_endpoint(self, conn: _Conn, body: bytes, arrival: int) -> None:
+        assert self._dcgm is not None
+        text = self._dcgm.metrics_text().encode()
+        conn.send(_http_response(200, text, DCGM_CONTENT_TYPE.encode()))
 
     def _health(self, conn: _Conn, body: bytes, arrival: int) -> None:
         conn.send(_http_response(200, b""))

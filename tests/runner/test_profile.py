@@ -335,3 +335,27 @@ def test_input_file_rows_are_all_sent_with_their_output_lengths(
     reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
     assert sorted(r["output_tokens"] for r in reqs) == [5 + i for i in range(120)]
     assert all(r["requested_output_tokens"] == r["output_tokens"] for r in reqs)
+
+
+def test_simulated_dcgm_exporter_feeds_the_gpu_table(sim: SimFactory, tmp_path: Path) -> None:
+    url = sim("--ttft-ms", "10", "--itl-ms", "2", "--dcgm", "--dcgm-gpus", "2",
+              "--dcgm-pod", "vllm-0", "--dcgm-namespace", "llm")
+    code, s = profile(tmp_path, url, "--concurrency", "8", "--request-count", "32",
+                      "--server-metrics-url", url + "/dcgm/metrics", "--gpu-pod", "vllm-0",
+                      "--telemetry-interval", "0.1", *BASE)
+    assert code == 0
+    gpus = s["telemetry"]["gpus"]
+    assert len(gpus) == 2
+    text = (tmp_path / "art" / "profile_export_genai_perf.csv").read_text()
+    table = text.split("\n\n")[-1].splitlines()
+    assert table[0].startswith("GPU,UUID,p99 GPU Power Usage (W),GPU Energy Consumption (MJ)")
+    assert len(table) == 3
+    # Loaded GPUs draw more than idle (70 W) and their energy counter moved.
+    for row in table[1:]:
+        cells = row.split(",")
+        assert float(cells[2]) > 70.0 and float(cells[3]) > 0.0
+    # Filtering by a pod that is not there keeps no GPU.
+    code, s = profile(tmp_path / "other", url, "--concurrency", "2", "--request-count", "4",
+                      "--server-metrics-url", url + "/dcgm/metrics", "--gpu-pod", "other-pod",
+                      *BASE)
+    assert code == 0 and not s["telemetry"]["gpus"]
