@@ -29,7 +29,7 @@ from llmbench.runner.sweep import CHECKPOINT
 # the scheduling spikes of a busy CI machine; p99 of a small sample is close to its maximum.
 SIM_ARGS = ["--ttft-ms", "60", "--itl-ms", "2", "--max-num-seqs", "4"]
 LOAD = [
-    "--request-count", "24", "--warmup-request-count", "4",
+    "--request-count", "16", "--warmup-request-count", "4",
     "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", "20",
     "--extra-inputs", "ignore_eos:true",
 ]
@@ -95,7 +95,7 @@ def test_resume_after_interruption_repeats_no_finished_point(
 ) -> None:
     out = tmp_path / "run"
     load = [*LOAD]
-    load[1] = "12"  # --request-count: only the bookkeeping matters here
+    load[1] = "6"  # --request-count: only the bookkeeping matters here
     argv = ["analyze", "-u", sim_url, "--sweep-list", "1,2,4", *load,
             "--artifact-dir", str(out), "--no-plots"]
     assert main(argv) == 0
