@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from llmbench.runner.artifacts import GENAI_PERF_JSON
 from llmbench.runner.profile import ProfileError, ProfileResult
 from llmbench.runner.spec import Spec
