@@ -109,9 +109,11 @@ def test_half_started_cluster_is_torn_down(tmp_path):
     assert not alive, f"left running after a failed start: {alive}"
 
 
-def test_shell_cli_prints_start_time_and_rss_and_stops_everything(tmp_path):
+def test_shell_scripts_print_start_time_and_rss_and_stop_everything(tmp_path):
     d = tmp_path / "cli"
-    up = run([sys.executable, "-m", "tests.cluster", "up", "--dir", str(d)])
+    scripts = ROOT / "hack" / "cluster"
+    env = dict(os.environ, PYTHON=sys.executable)
+    up = run(["bash", str(scripts / "up.sh"), "--dir", str(d)], env=env)
     try:
         assert up.returncode == 0, up.stderr
         m = re.search(r"cluster up in ([\d.]+) s \(warm start time\)", up.stdout)
@@ -121,11 +123,11 @@ def test_shell_cli_prints_start_time_and_rss_and_stops_everything(tmp_path):
         assert f"export KUBECONFIG={d / 'admin.kubeconfig'}" in up.stdout
         kc = run(["kubectl", "--kubeconfig", str(d / "admin.kubeconfig"), "get", "nodes"])
         assert kc.returncode == 0 and "Ready" in kc.stdout, kc.stderr
-        st = run([sys.executable, "-m", "tests.cluster", "status", "--dir", str(d)])
-        assert "kube-apiserver" in st.stdout and "total RSS" in st.stdout
+        st = run(["bash", str(scripts / "status.sh"), "--dir", str(d)], env=env)
+        assert "kube-apiserver" in st.stdout and "total RSS" in st.stdout, st.stdout + st.stderr
         print(up.stdout)
     finally:
         pids = Cluster.from_state(d).pids if (d / "state.json").exists() else {}
-        down = run([sys.executable, "-m", "tests.cluster", "down", "--dir", str(d)])
+        down = run(["bash", str(scripts / "down.sh"), "--dir", str(d)], env=env)
     assert down.returncode == 0, down.stderr
     assert pids and not [p for p in pids.values() if _alive(p)]
