@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from llmbench.runner.dcgm_sim import SIMULATED_MODEL_NAME, DcgmSimState, DcgmSimulator, render
 from llmbench.runner.records import SOURCE_SERVER, RequestRecord
 from llmbench.runner.telemetry import (

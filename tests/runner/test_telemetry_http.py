@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from llmbench.runner.dcgm_sim import CONTENT_TYPE, DcgmSimState, DcgmSimulator, serve_dcgm
 from llmbench.runner.telemetry import (
     GpuFilter,

@@ -17,6 +17,8 @@ import pytest
 import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
 from llmbench.runner.tokenizer import (
     DEFAULT_TOKENIZER_NAME,
     HFTokenizer,
@@ -26,7 +28,6 @@ from llmbench.runner.tokenizer import (
     default_tokenizer,
     load_tokenizer,
 )
-from tokenizers import decoders, models, pre_tokenizers, trainers
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog while the cat sleeps",

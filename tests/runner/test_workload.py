@@ -15,6 +15,8 @@ import pytest
 import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
 from llmbench.runner.tokenizer import HFTokenizer, ServerTokenizer, default_tokenizer
 from llmbench.runner.workload import (
     PreparedRequest,
@@ -27,7 +29,6 @@ from llmbench.runner.workload import (
     read_input_file,
     write_inputs_json,
 )
-from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 CORPUS = [
     "the quick brown fox jumps over the lazy dog while the cat sleeps in the sun",
