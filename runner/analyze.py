@@ -52,7 +52,7 @@ from .sweep import (
     read_checkpoint,
     sweep_values,
 )
-from .telemetry import GPU_SUMMARY_COLUMNS
+from .telemetry import GPU_SUMMARY_COLUMNS, format_gpu_row
 
 __all__ = [
     "ANALYZE_CSV",
@@ -484,14 +484,7 @@ def analyze_csv(data: dict[str, Any], result: SweepResult | None = None) -> str:
             if r.status != DONE or r.summary is None:
                 continue
             for g in telemetry_rows(r.summary):
-                t2.append(
-                    [r.name]
-                    + [
-                        "N/A" if g[c] is None else (f"{g[c]:.2f}" if isinstance(g[c], float)
-                                                    else str(g[c]))
-                        for c in TABLE2_COLUMNS[1:]
-                    ]
-                )
+                t2.append([r.name, *format_gpu_row(g)])
         if t2:
             w.writerow([])
             w.writerow(TABLE2_COLUMNS)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .records import RequestRecord
-from .telemetry import GPU_SUMMARY_COLUMNS, format_value, gpu_summary_rows_from_json
+from .telemetry import GPU_SUMMARY_COLUMNS, format_gpu_row, gpu_summary_rows_from_json
 
 PROFILE_EXPORT = "profile_export.json"
 GENAI_PERF_JSON = "profile_export_genai_perf.json"
@@ -88,13 +88,7 @@ def genai_perf_csv(summary: dict[str, Any]) -> str:
         w.writerow([])
         w.writerow(GPU_SUMMARY_COLUMNS)
         for row in gpu_rows:
-            # MJ over one point is small (100 J = 0.0001 MJ): keep enough digits to see it.
-            w.writerow(
-                [
-                    v if isinstance(v, str) else format_value(v, 6 if "(MJ)" in c else 2)
-                    for c, v in ((c, row[c]) for c in GPU_SUMMARY_COLUMNS)
-                ]
-            )
+            w.writerow(format_gpu_row(row))
     return buf.getvalue()
 
 

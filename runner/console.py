@@ -22,8 +22,11 @@ _TABLE_STATS = ("avg", "min", "max", "p99", "p90", "p75")
 
 
 def stderr_console() -> Console:
-    """Progress and tables go to stderr so stdout stays clean for ``--format json`` users."""
-    return Console(stderr=True, highlight=False)
+    """Progress and tables go to stderr so stdout stays clean for ``--format json`` users.
+
+    Off a terminal (pod logs, CI) rich would wrap tables at 80 columns; logs can be wider.
+    """
+    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
 def results_table(summary: dict[str, Any], title: str = "llmbench | LLM Metrics") -> Table:

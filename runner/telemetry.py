@@ -996,6 +996,18 @@ def format_value(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def format_gpu_row(row: Mapping[str, Any]) -> list[str]:
+    """CSV cells of one table-2 row, in :data:`GPU_SUMMARY_COLUMNS` order.
+
+    Energy keeps six decimals: one point's energy in MJ is small (100 J = 0.0001 MJ).
+    """
+    cells = []
+    for c in GPU_SUMMARY_COLUMNS:
+        v = row.get(c)
+        cells.append(v if isinstance(v, str) else format_value(v, 6 if "(MJ)" in c else 2))
+    return cells
+
+
 def gpu_summary_rows(result: TelemetryResult) -> list[dict[str, str | float | None]]:
     """Rows of table 2 of ``analyze_export_genai_perf.csv``, one per GPU, keyed by
     :data:`GPU_SUMMARY_COLUMNS`. Values stay numbers (``None`` when absent); render them with
