@@ -8,8 +8,7 @@ import platform
 import random
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -212,17 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def tokenize_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def tokenize_server(serve_http: Callable[..., str]) -> Iterator[str]:
+    yield serve_http(_Handler)
 
 
 def test_server_tokenizer_matches_server(tokenize_server: str) -> None:

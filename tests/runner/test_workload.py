@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
-from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -445,17 +444,8 @@ class _Tokenize(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def server_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Tokenize)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def server_url(serve_http: Callable[..., str]) -> Iterator[str]:
+    yield serve_http(_Tokenize)
 
 
 def test_server_tokenizer_prompts_exact(server_url: str) -> None:
