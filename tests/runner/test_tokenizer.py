@@ -275,13 +275,20 @@ def test_shipped_file_matches_its_build_record() -> None:
     assert len(text) < 512 * 1024
 
 
-@pytest.mark.skipif(
-    (platform.python_version(), tokenizers.__version__) != (BUILD["python"], BUILD["tokenizers"]),
-    reason="the corpus and trainer are only byte-identical under the recorded versions",
-)
 def test_build_is_reproducible() -> None:
+    """Byte-identical under the recorded Python and tokenizers versions (the corpus is the
+    interpreter's own docs, the trainer the library's); elsewhere the rebuild must still
+    work and give the same vocabulary size, only the bytes may differ."""
     script = DATA.parents[1] / "hack" / "build_tokenizer.py"
     done = subprocess.run(
         [sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=120
     )
-    assert done.returncode == 0, done.stderr
+    recorded = (platform.python_version(), tokenizers.__version__) == (
+        BUILD["python"],
+        BUILD["tokenizers"],
+    )
+    if recorded:
+        assert done.returncode == 0, done.stderr
+    else:
+        assert done.returncode in (0, 1), done.stderr
+        assert f'"vocab_size": {BUILD["vocab_size"]}' in done.stderr
