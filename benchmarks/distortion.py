@@ -31,10 +31,13 @@ def main() -> None:
     p.add_argument("--osl", type=int, default=200)
     p.add_argument("--requests-per-slot", type=int, default=4)
     p.add_argument("--min-requests", type=int, default=64)
+    p.add_argument("--concurrency", type=int, nargs="+", help="only these operating points")
     a = p.parse_args()
     print(f"{'conc':>5}{'TTFT/ITL set':>14} | {'server TTFT':>11}{'raw TTFT':>10}{'llmb TTFT':>10}"
           f"{'llmb-raw':>9} | {'server ITL':>10}{'llmb ITL':>9}{'ITL err':>8}")
     for c, ttft, itl in POINTS:
+        if a.concurrency and c not in a.concurrency:
+            continue
         url, sim = start_sim("--ttft-ms", str(ttft), "--itl-ms", str(itl))
         try:
             n = max(a.min_requests, c * a.requests_per_slot)

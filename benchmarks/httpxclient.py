@@ -15,11 +15,13 @@ from time import perf_counter_ns
 
 import httpx
 
+from llmbench.runner.sim import output_words
+
 
 async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -> dict[str, float]:
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": "hello " * 16}],
+        "messages": [{"role": "user", "content": "".join(output_words()[:16])}],
         "max_tokens": osl,
         "ignore_eos": True,
         "stream": True,

@@ -18,6 +18,8 @@ import statistics
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
+from llmbench.runner.sim import output_words
+
 _CONTENT = b'"content":"'
 _END = b"0\r\n\r\n"
 
@@ -69,7 +71,9 @@ def request_bytes(url: str, model: str, osl: int, prompt: str) -> bytes:
 
 async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -> dict[str, float]:
     parts = urlsplit(url)
-    payload = request_bytes(url, model, osl, "hello " * 16)
+    # The same kind of prompt llmbench sends (16 single-token words), so the server does the
+    # same work for both clients and only the clients differ.
+    payload = request_bytes(url, model, osl, "".join(output_words()[:16]))
     loop = asyncio.get_running_loop()
     slots = []
     for _ in range(concurrency):
