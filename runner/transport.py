@@ -231,6 +231,9 @@ def dechunk(pieces: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], s
     skip = 0  # CRLF bytes still due after a chunk's payload
     size_line = b""
     for ts, data in pieces:
+        if size_line:
+            # A size line cut by a read boundary, possibly between its "\r" and "\n".
+            data, size_line = size_line + data, b""
         pos, n = 0, len(data)
         parts: list[bytes] = []
         while pos < n:
@@ -250,7 +253,7 @@ def dechunk(pieces: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], s
                 if nl < 0:
                     size_line += data[pos:]
                     break
-                line, size_line = size_line + data[pos:nl], b""
+                line = data[pos:nl]
                 pos = nl + 2
                 try:
                     size = int(line.split(b";", 1)[0], 16)
