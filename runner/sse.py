@@ -31,18 +31,16 @@ class SSEParser:
         """Consumes ``data`` and returns the payloads of the events it completed."""
         if self._pending_cr or b"\r" in data:
             data = self._normalise(data)
-        buf = self._buf + data if self._buf else data
+        blocks = (self._buf + data if self._buf else data).split(b"\n\n")
+        self._buf = blocks.pop()  # the unfinished event, if any
         events: list[bytes] = []
-        start = 0
-        while True:
-            end = buf.find(b"\n\n", start)
-            if end < 0:
-                break
-            payload = _event_payload(buf[start:end])
-            if payload is not None:
-                events.append(payload)
-            start = end + 2
-        self._buf = buf[start:]
+        for block in blocks:
+            if block[:6] == b"data: " and b"\n" not in block:  # the common case, kept cheap
+                events.append(block[6:])
+            else:
+                payload = _event_payload(block)
+                if payload is not None:
+                    events.append(payload)
         return events
 
     def close(self) -> list[bytes]:
@@ -62,8 +60,6 @@ class SSEParser:
 
 def _event_payload(block: bytes) -> bytes | None:
     """The joined ``data`` lines of one event block, or None when it has none."""
-    if block.startswith(b"data: ") and b"\n" not in block:  # the common case, kept cheap
-        return block[6:]
     datas: list[bytes] = []
     for line in block.split(b"\n"):
         if not line or line.startswith(b":"):

@@ -256,9 +256,12 @@ def dechunk(pieces: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], s
                 line = data[pos:nl]
                 pos = nl + 2
                 try:
-                    size = int(line.split(b";", 1)[0], 16)
+                    size = int(line, 16)
                 except ValueError:
-                    return out, f"bad chunk size line {line[:40]!r}"
+                    try:  # chunk extensions ("1a;name=value") are legal, if rare
+                        size = int(line.split(b";", 1)[0], 16)
+                    except ValueError:
+                        return out, f"bad chunk size line {line[:40]!r}"
                 if size == 0:
                     if parts:
                         out.append((ts, b"".join(parts)))
