@@ -23,7 +23,6 @@ import asyncio
 import csv
 import io
 import json
-import logging
 import os
 import re
 import sys
@@ -706,9 +705,6 @@ def run(args: argparse.Namespace) -> int:
     from .profile import ProfileError, preflight
 
     console = stderr_console()
-    if not getattr(args, "verbose", False):
-        # one preflight GET per point would otherwise interleave INFO lines with the results
-        logging.getLogger("httpx").setLevel(logging.WARNING)
     prog = "llmbench analyze"
     name = None
     options: dict[str, Any] = {}

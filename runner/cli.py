@@ -325,6 +325,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if getattr(args, "verbose", False) else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not getattr(args, "verbose", False):
+        # httpx logs every request at INFO: preflights and telemetry scrapes would flood the
+        # console and the pod logs.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     code: int = args.func(args)
     return code
 
