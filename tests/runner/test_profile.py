@@ -359,3 +359,16 @@ def test_simulated_dcgm_exporter_feeds_the_gpu_table(sim: SimFactory, tmp_path: 
                       "--server-metrics-url", url + "/dcgm/metrics", "--gpu-pod", "other-pod",
                       *BASE)
     assert code == 0 and not s["telemetry"]["gpus"]
+
+
+def test_measurement_duration_bounds_the_measured_phase(sim: SimFactory, tmp_path: Path) -> None:
+    url = sim("--ttft-ms", "5", "--itl-ms", "1")
+    t0 = time.monotonic()
+    code, s = profile(tmp_path, url, "--concurrency", "2", "--measurement-duration", "1.0",
+                      "--warmup-request-count", "2", *BASE)
+    assert code == 0
+    assert time.monotonic() - t0 < 20
+    # Sends stop once 1 s has passed since the first measured send; those in flight finish.
+    assert 1.0 <= s["window"]["duration_s"] < 1.5
+    assert s["request_count"]["avg"] > 10
+    assert s["window"]["warmup_requests"] == 2
