@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from time import perf_counter_ns
@@ -57,15 +57,26 @@ class Progress:
         self.stop = False
 
 
-def _schedule_offsets(cfg: LoadConfig, n: int) -> list[int]:
-    """Send offsets (ns) of an open-loop schedule: evenly spaced, or exponential gaps."""
+def schedule_offsets(cfg: LoadConfig) -> Iterator[int]:
+    """Send offsets (ns) of an open-loop schedule, without end: evenly spaced, or exponential
+    gaps (Poisson arrivals) from a generator seeded by ``--random-seed``.
+
+    Produced lazily, so a duration-bounded run at a high rate holds no schedule in memory.
+    """
     assert cfg.request_rate and cfg.request_rate > 0
     mean_gap = 1e9 / cfg.request_rate
     if cfg.rate_mode == "poisson":
-        gaps = np.random.default_rng(cfg.seed).exponential(mean_gap, n)
-        gaps[0] = 0.0
-        return [int(x) for x in np.cumsum(gaps)]
-    return [int(i * mean_gap) for i in range(n)]
+        rng = np.random.default_rng(cfg.seed)
+        t = 0.0
+        while True:
+            yield int(t)
+            for gap in rng.exponential(mean_gap, 1024):
+                t += gap
+                yield int(t)
+    i = 0
+    while True:
+        yield int(i * mean_gap)
+        i += 1
 
 
 async def run_load(
@@ -241,8 +252,7 @@ async def _open_loop(
     nb = len(bodies)
     warm = cfg.warmup_request_count
     limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
-    horizon = len(state.indices) if cfg.request_count is not None else 1_000_000
-    offsets = _schedule_offsets(cfg, min(horizon, 10_000_000))
+    offsets = schedule_offsets(cfg)
     inflight: set[asyncio.Task[None]] = set()
     t0 = perf_counter_ns()
 
@@ -271,12 +281,9 @@ async def _open_loop(
             if limit is not None:
                 limit.release()
 
-    i = 0
     try:
-        while True:
-            if i >= len(offsets):
-                break
-            scheduled = t0 + offsets[i]
+        for offset in offsets:
+            scheduled = t0 + offset
             delay = (scheduled - perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -292,7 +299,6 @@ async def _open_loop(
             task = asyncio.ensure_future(guarded(k, scheduled))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
-            i += 1
         if inflight:
             await asyncio.gather(*inflight)
     except asyncio.CancelledError:
