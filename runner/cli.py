@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llmbench import __version__
+
 from . import telemetry
 from .loadgen import LoadConfig, Progress, expected_total
 from .metrics import SLO_KEYS
@@ -306,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="llmbench",
         description="Benchmark OpenAI-compatible LLM inference servers with GenAI-Perf semantics.",
     )
+    parser.add_argument("--version", action="version", version=f"llmbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     prof = sub.add_parser("profile", help="measure one load point")
     add_profile_arguments(prof)
