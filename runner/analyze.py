@@ -23,7 +23,6 @@ import asyncio
 import csv
 import io
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .artifacts import write_atomic
 from .knee import (
     SloResult,
     find_knee,
@@ -491,17 +491,11 @@ def analyze_csv(data: dict[str, Any], result: SweepResult | None = None) -> str:
     return buf.getvalue()
 
 
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_outputs(result: SweepResult) -> dict[str, Any]:
     """Writes the CSV and JSON exports into the run folder; returns the analysis."""
     data = analysis(result)
-    _atomic(result.run_dir / ANALYZE_JSON, json.dumps(data, indent=1))
-    _atomic(result.run_dir / ANALYZE_CSV, analyze_csv(data, result))
+    write_atomic(result.run_dir / ANALYZE_JSON, json.dumps(data, indent=1))
+    write_atomic(result.run_dir / ANALYZE_CSV, analyze_csv(data, result))
     return data
 
 

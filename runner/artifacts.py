@@ -92,7 +92,7 @@ def genai_perf_csv(summary: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
     """Write-then-rename, so an interrupted run never leaves a truncated file behind."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -110,10 +110,10 @@ def write_profile_artifacts(
     written = []
     if inputs is not None:
         p = directory / INPUTS_JSON
-        _atomic_write(p, json.dumps(inputs, indent=1))
+        write_atomic(p, json.dumps(inputs, indent=1))
         written.append(p)
     p = directory / PROFILE_EXPORT
-    _atomic_write(
+    write_atomic(
         p,
         json.dumps(
             {
@@ -124,10 +124,10 @@ def write_profile_artifacts(
     )
     written.append(p)
     p = directory / GENAI_PERF_JSON
-    _atomic_write(p, json.dumps(summary, indent=2))
+    write_atomic(p, json.dumps(summary, indent=2))
     written.append(p)
     p = directory / GENAI_PERF_CSV
-    _atomic_write(p, genai_perf_csv(summary))
+    write_atomic(p, genai_perf_csv(summary))
     written.append(p)
     return written
 

@@ -27,7 +27,6 @@ import asyncio
 import hashlib
 import json
 import math
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .artifacts import GENAI_PERF_JSON, default_artifact_dir
+from .artifacts import GENAI_PERF_JSON, default_artifact_dir, write_atomic
 from .knee import PointMetrics, find_knee
 from .spec import SWEEP_TYPES, Spec
 
@@ -152,9 +151,7 @@ def sweep_values(
 ) -> list[float]:
     """The points of a sweep in run order; ``ValueError`` naming ``flag`` on bad input."""
     if sweep_type not in SWEEP_TYPES:
-        raise ValueError(
-            f"--sweep-type {sweep_type!r}: expected one of {', '.join(SWEEP_TYPES)}"
-        )
+        raise ValueError(f"--sweep-type {sweep_type!r}: expected one of {', '.join(SWEEP_TYPES)}")
     if range_text is not None and values is not None:
         raise ValueError("--sweep-range and --sweep-list: give only one")
     if values is not None:
@@ -355,36 +352,28 @@ def read_checkpoint(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_checkpoint(result: SweepResult, fp: str) -> None:
     """Records every finished or failed run; written after each point, atomically."""
-    _write_json(
-        result.run_dir / CHECKPOINT,
-        {
-            "version": CHECKPOINT_VERSION,
-            "fingerprint": fp,
-            "model": result.model,
-            "sweep_type": result.sweep_type,
-            "values": result.values,
-            "repetitions": result.spec.repetitions,
-            "points": {
-                r.name: {
-                    "value": r.value,
-                    "repetition": r.repetition,
-                    "status": r.status,
-                    "reason": r.reason,
-                }
-                for r in result.runs
-            },
-            "stopped_after_knee": result.stopped_after_knee,
-            "complete": not result.interrupted and len(result.runs) > 0,
+    data = {
+        "version": CHECKPOINT_VERSION,
+        "fingerprint": fp,
+        "model": result.model,
+        "sweep_type": result.sweep_type,
+        "values": result.values,
+        "repetitions": result.spec.repetitions,
+        "points": {
+            r.name: {
+                "value": r.value,
+                "repetition": r.repetition,
+                "status": r.status,
+                "reason": r.reason,
+            }
+            for r in result.runs
         },
-    )
+        "stopped_after_knee": result.stopped_after_knee,
+        "complete": not result.interrupted and len(result.runs) > 0,
+    }
+    write_atomic(result.run_dir / CHECKPOINT, json.dumps(data, indent=1))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -392,9 +381,7 @@ def write_checkpoint(result: SweepResult, fp: str) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def point_name(
-    spec: Spec, model: str, sweep_type: str, value: float, repetition: int
-) -> str:
+def point_name(spec: Spec, model: str, sweep_type: str, value: float, repetition: int) -> str:
     """The per-point folder name, GenAI-Perf style (see the module docstring)."""
     et = spec.target.endpoint_type
     if sweep_type in ("concurrency", "request_rate"):
@@ -511,9 +498,7 @@ async def run_sweep(
                     f"resuming from {ckpt_path}: {len(result.resumed)} of {total} points already "
                     f"done ({', '.join(result.resumed)}); continuing with {name}"
                 )
-            cfg = spec.to_profile_config(
-                raw, api_key=api_key, headers=headers, preflight=preflight
-            )
+            cfg = spec.to_profile_config(raw, api_key=api_key, headers=headers, preflight=preflight)
             cfg.model = model
             cfg.artifact_dir = point_dir
             for key, option in (point_options or {}).items():
