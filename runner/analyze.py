@@ -157,23 +157,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_slo_flag(items: Sequence[str]) -> Slo:
     """``ttft_p99:500 itl_p99:50`` -> :class:`Slo`; ValueError naming ``--slo``."""
-    values: dict[str, float] = {}
-    for item in items:
-        key, sep, raw = item.partition(":")
-        key = key.strip().lower()
-        if not sep or key not in SLO_FLAG_KEYS:
-            raise ValueError(
-                f"--slo item {item!r}: expected KEY:VALUE with KEY one of "
-                f"{', '.join(SLO_FLAG_KEYS)}"
-            )
-        try:
-            v = float(raw)
-        except ValueError:
-            raise ValueError(f"--slo item {item!r}: {raw!r} is not a number") from None
-        if not v > 0 or (key == "goodput_ratio" and v > 1):
-            raise ValueError(f"--slo item {item!r}: out of range")
-        values[SLO_FLAG_KEYS[key]] = v
-    return Slo(**values)
+    from .cli import parse_limits
+
+    values = parse_limits(items, "--slo", tuple(SLO_FLAG_KEYS))
+    if values.get("goodput_ratio", 0) > 1:
+        raise ValueError("--slo goodput_ratio: a fraction of requests, at most 1")
+    return Slo(**{SLO_FLAG_KEYS[k]: v for k, v in values.items()})
 
 
 def spec_from_args(args: argparse.Namespace) -> tuple[Spec, Any]:

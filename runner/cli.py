@@ -70,26 +70,34 @@ def _positive_float(flag: str) -> Any:
     return parse
 
 
-def parse_slo(items: Sequence[str], flag: str = "--goodput") -> dict[str, float]:
-    """``ttft:300 itl:20 e2e:5000`` → {"ttft": 300.0, ...}; milliseconds."""
+def parse_limits(
+    items: Sequence[str], flag: str, keys: Sequence[str], unit: str = "a number"
+) -> dict[str, float]:
+    """``KEY:VALUE`` items with KEY from ``keys`` and VALUE > 0 (``--goodput``, ``--slo``).
+
+    Errors are ValueErrors that name ``flag``, the item and what would be accepted.
+    """
     out: dict[str, float] = {}
     for item in items:
-        key, sep, value = item.partition(":")
+        key, sep, raw = item.partition(":")
         key = key.strip().lower()
-        if not sep or key not in SLO_KEYS:
+        if not sep or key not in keys:
             raise ValueError(
-                f"{flag} item {item!r}: expected KEY:MS with KEY one of {', '.join(SLO_KEYS)}"
+                f"{flag} item {item!r}: expected KEY:VALUE with KEY one of {', '.join(keys)}"
             )
         try:
-            ms = float(value)
+            value = float(raw)
         except ValueError:
-            raise ValueError(
-                f"{flag} item {item!r}: {value!r} is not a number of milliseconds"
-            ) from None
-        if ms <= 0:
+            raise ValueError(f"{flag} item {item!r}: {raw!r} is not {unit}") from None
+        if not value > 0:
             raise ValueError(f"{flag} item {item!r}: the limit must be greater than 0")
-        out[key] = ms
+        out[key] = value
     return out
+
+
+def parse_slo(items: Sequence[str], flag: str = "--goodput") -> dict[str, float]:
+    """``ttft:300 itl:20 e2e:5000`` → {"ttft": 300.0, ...}: per-request limits in ms."""
+    return parse_limits(items, flag, SLO_KEYS, "a number of milliseconds")
 
 
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
