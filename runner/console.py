@@ -75,6 +75,8 @@ def notes(summary: dict[str, Any]) -> list[str]:
             f"request rate: target {target} /s, achieved {shown} /s; "
             f"dispatch lag p99 {lag['p99']:.2f} ms, max {lag['max']:.2f} ms"
         )
+    for warning in (summary.get("client") or {}).get("warnings", []):
+        out.append(f"[yellow]{warning}[/yellow]")
     tele = summary.get("telemetry") or {}
     for warning in tele.get("warnings", []):
         out.append(f"[yellow]{warning}[/yellow]")

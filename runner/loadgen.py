@@ -13,6 +13,7 @@ system-wide monotonic clock on Linux, so timestamps from different processes com
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing as mp
 import signal
 from collections.abc import Iterator, Sequence
@@ -48,13 +49,31 @@ class LoadConfig:
 
 
 class Progress:
-    """Counters the progress display polls; plain ints, because the hot path only increments."""
+    """Counters the progress display polls; plain ints, because the hot path only increments.
+
+    ``loop_lag_ms`` collects how late the event loop woke a periodic timer during the run: a
+    read waiting for a busy loop is stamped that much late, so this is the client's own
+    measure of how far it can be trusted.
+    """
 
     def __init__(self) -> None:
         self.sent = 0
         self.done = 0
         self.errors = 0
-        self.stop = False
+        self.loop_lag_ms: list[float] = []
+
+
+#: Period of the event-loop lag probe; one timer, so it costs the loop nothing measurable.
+LAG_PROBE_S = 0.02
+
+
+async def watch_loop_lag(samples: list[float]) -> None:
+    """Appends, every ``LAG_PROBE_S``, how many ms late the loop woke up; runs until cancelled."""
+    period_ns = int(LAG_PROBE_S * 1e9)
+    while True:
+        start = perf_counter_ns()
+        await asyncio.sleep(LAG_PROBE_S)
+        samples.append(max(0, perf_counter_ns() - start - period_ns) / 1e6)
 
 
 def schedule_offsets(cfg: LoadConfig) -> Iterator[int]:
@@ -108,6 +127,11 @@ async def run_load(
     stop = stop or asyncio.Event()
     client = Client(target)
     state = _State(cfg, indices)
+    # The cyclic garbage collector stops the loop for milliseconds once many objects exist
+    # (every stored read is one); nothing on the measured path makes cycles, so collection
+    # waits until the load is over.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         work: asyncio.Future[Any]
         if cfg.mode == "concurrency":
@@ -125,8 +149,10 @@ async def run_load(
             await _wait_until(start_at_ns)
             work = asyncio.gather(_open_loop(client, bodies, cfg, state, progress, worker))
         stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+        probe = asyncio.ensure_future(watch_loop_lag(progress.loop_lag_ms))
         await asyncio.wait((work, stopper), return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
+        probe.cancel()
         if not work.done():
             # Interrupted: stop sending, abandon what is in flight, keep what completed.
             state.stopped = True
@@ -140,6 +166,8 @@ async def run_load(
                 raise failure
     finally:
         client.close()
+        if gc_was_enabled:
+            gc.enable()
     state.decode(len(state.raw))
     return state.records
 
@@ -332,10 +360,13 @@ def _worker_main(
     concurrency: int,
     start_at_ns: int,
     worker: int,
-) -> list[RequestRecord]:
-    """Entry point of one worker process: its own event loop, its share of the slots."""
+) -> tuple[list[RequestRecord], list[float]]:
+    """Entry point of one worker process: its own event loop, its share of the slots.
 
-    async def main() -> list[RequestRecord]:
+    Returns the records and the loop-lag samples of this worker.
+    """
+
+    async def main() -> tuple[list[RequestRecord], list[float]]:
         progress = Progress()
         stop = asyncio.Event()
         task = asyncio.ensure_future(
@@ -361,7 +392,7 @@ def _worker_main(
             last = now
             if _shared_stop is not None and _shared_stop.value:
                 stop.set()
-        return task.result()
+        return task.result(), progress.loop_lag_ms
 
     return asyncio.run(main())
 
@@ -438,7 +469,9 @@ async def run_load_workers(
             if stop.is_set():
                 stop_flag.value = 1
         results = [f.result() for f in futs]
-    merged = [r for part in results for r in part]
+    for _, lag in results:
+        progress.loop_lag_ms.extend(lag)
+    merged = [r for part, _ in results for r in part]
     merged.sort(key=lambda r: r.sent_ns)
     return merged
 

@@ -20,7 +20,7 @@ import httpx
 from . import workload as workload_mod
 from .artifacts import default_artifact_dir, write_profile_artifacts
 from .loadgen import LoadConfig, Progress, expected_total, run_load, run_load_workers
-from .metrics import summarize
+from .metrics import stats, summarize
 from .records import SOURCE_TOKENIZER, RequestRecord
 from .telemetry import plot_telemetry, telemetry_section
 from .tokenizer import load_tokenizer
@@ -232,6 +232,7 @@ async def run_profile(
     streaming = wl.streaming
     summary = summarize(records, streaming=streaming, slo=cfg.goodput or None)
     summary["interrupted"] = stop.is_set()
+    summary["client"] = client_health(progress.loop_lag_ms, cfg.load.workers)
     summary["input_config"] = cfg.public_dict()
     result = getattr(collector, "result", None)
     if result is not None:
@@ -246,6 +247,33 @@ async def run_profile(
         if result is not None:
             await asyncio.to_thread(plot_telemetry, result, out_dir / "telemetry.png")
     return ProfileResult(summary, records, out_dir)
+
+
+#: Event-loop lag (ms) above which the client's own timestamps are called into doubt: late
+#: one probe in ten (p90) means the loop stopped keeping up; a p99 this high means stalls
+#: long enough to matter. Below them, closed-loop slots finishing together cause short,
+#: harmless bursts.
+LOOP_LAG_WARN_P90_MS = 2.0
+LOOP_LAG_WARN_P99_MS = 10.0
+
+
+def client_health(lag_ms: list[float], workers: int) -> dict[str, Any]:
+    """How busy the measuring loop was, with a warning when its stamps may run late.
+
+    Every read is stamped when the loop gets to it; a loop that wakes its timers late
+    would have stamped arrivals late by about as much.
+    """
+    lag = stats(lag_ms)
+    out: dict[str, Any] = {"workers": workers, "loop_lag_ms": lag, "warnings": []}
+    if lag is not None and (
+        lag["p90"] > LOOP_LAG_WARN_P90_MS or lag["p99"] > LOOP_LAG_WARN_P99_MS
+    ):
+        out["warnings"].append(
+            f"the client's event loop could not keep up (lag p90 {lag['p90']:.1f} ms, p99 "
+            f"{lag['p99']:.1f} ms): arrival stamps may be late by as much; split the load "
+            f"with --workers {workers + 1} or more"
+        )
+    return out
 
 
 async def _maybe_await(x: Any) -> None:

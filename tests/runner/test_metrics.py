@@ -126,3 +126,15 @@ def test_itl_by_position_averages_each_gap_index() -> None:
     a = rec(0, 0.0, [10.0, 20.0, 40.0], osl=3)
     b = rec(1, 0.0, [10.0, 40.0], osl=2)
     assert itl_by_position([a, b]) == pytest.approx([20.0, 20.0])
+
+
+def test_client_health_warns_only_when_the_loop_cannot_keep_up() -> None:
+    from llmbench.runner.profile import client_health
+
+    calm = client_health([0.1] * 95 + [4.0] * 5, workers=1)
+    assert calm["warnings"] == [] and calm["loop_lag_ms"]["max"] == 4.0
+    saturated = client_health([0.1] * 80 + [3.0] * 20, workers=1)
+    assert "--workers 2" in saturated["warnings"][0]
+    stalls = client_health([0.1] * 97 + [30.0] * 3, workers=2)
+    assert "--workers 3" in stalls["warnings"][0]
+    assert client_health([], workers=1) == {"workers": 1, "loop_lag_ms": None, "warnings": []}

@@ -70,6 +70,7 @@ def test_reports_injected_ttft_and_itl_with_exact_token_counts(
     assert s["token_counts"]["output_tokens_mismatch"] == 0
     assert s["token_counts"]["input_tokens_mismatch"] == 0
     assert s["errors"]["total"] == 0
+    assert s["client"]["loop_lag_ms"]["max"] >= 0 and s["client"]["workers"] == 1
     # Against what the server really did: the client adds transport time only.
     truth = httpx.get(url + "/sim/records").json()
     recs = truth["records"] if isinstance(truth, dict) else truth
@@ -229,6 +230,7 @@ def test_worker_processes_split_the_slots_and_merge_records(
     assert s["request_count"]["avg"] == 24
     reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
     assert {r["worker"] for r in reqs} == {0, 1}
+    assert s["client"]["workers"] == 2 and s["client"]["loop_lag_ms"] is not None
     assert sorted(r["index"] for r in reqs) == list(range(28))
     assert s["output_sequence_length"]["min"] == 20
 
