@@ -114,9 +114,8 @@ async def run_load(
 
     ``indices`` are the global request numbers this process sends (all of them by default);
     a request's body is ``bodies[index % len(bodies)]`` and indices below
-    ``cfg.warmup_request_count`` are warm-up. Cancelling the task (Ctrl-C) stops sending and
-    returns what completed: setting ``stop`` (Ctrl-C, SIGTERM) ends sending, abandons the
-    requests in flight and returns the records of those that completed.
+    ``cfg.warmup_request_count`` are warm-up. Setting ``stop`` (Ctrl-C, SIGTERM) ends
+    sending, abandons the requests in flight and returns the records of those that completed.
     """
     warm = cfg.warmup_request_count
     if indices is None:
