@@ -7,13 +7,12 @@ because this one, doing no SSE or JSON parsing at all, already ingests less (see
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
 from time import perf_counter_ns
 
 import httpx
+import rawclient
 
 from llmbench.runner.sim import output_words
 
@@ -54,16 +53,5 @@ async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--url", default="http://127.0.0.1:8000")
-    p.add_argument("--model", default="llmbench-sim")
-    p.add_argument("--concurrency", type=int, default=64)
-    p.add_argument("--requests", type=int, default=1000)
-    p.add_argument("--osl", type=int, default=200)
-    a = p.parse_args()
-    print(json.dumps(asyncio.run(run(a.url, a.model, a.concurrency, a.requests, a.osl))))
-
-
 if __name__ == "__main__":
-    main()
+    rawclient.main(run, __doc__.splitlines()[0])

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import statistics
+from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
@@ -111,15 +112,19 @@ async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -
     }
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+Runner = Callable[[str, str, int, int, int], Awaitable[dict[str, float]]]
+
+
+def main(runner: Runner = run, description: str | None = None) -> None:
+    """Command line shared by the reference clients: one JSON line of results."""
+    p = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
     p.add_argument("--url", default="http://127.0.0.1:8000")
     p.add_argument("--model", default="llmbench-sim")
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--osl", type=int, default=200)
     a = p.parse_args()
-    print(json.dumps(asyncio.run(run(a.url, a.model, a.concurrency, a.requests, a.osl))))
+    print(json.dumps(asyncio.run(runner(a.url, a.model, a.concurrency, a.requests, a.osl))))
 
 
 if __name__ == "__main__":

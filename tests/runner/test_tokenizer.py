@@ -9,13 +9,14 @@ import random
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stubs import JSONHandler
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from llmbench.runner.tokenizer import (
@@ -181,33 +182,22 @@ def test_hub_id_from_cache(hf_home: Path) -> None:
 # -- server: the target's /tokenize ----------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     seen_auth: list[str | None] = []
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         _Handler.seen_auth.append(self.headers.get("Authorization"))
         tok = default_tokenizer()
         if self.path == "/tokenize" and body.get("model") == "m":
             ids = tok.encode(body["prompt"])
-            out: dict[str, object] = {"count": len(ids), "max_model_len": 4096, "tokens": ids}
+            self.reply_json({"count": len(ids), "max_model_len": 4096, "tokens": ids})
         elif self.path == "/detokenize" and body.get("model") == "m":
-            out = {"prompt": tok.decode(body["tokens"])}
+            self.reply_json({"prompt": tok.decode(body["tokens"])})
         elif self.path in ("/tokenize", "/detokenize"):
             self.send_error(400, "unknown model")
-            return
         else:
             self.send_error(404)
-            return
-        data = json.dumps(out).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from stubs import JSONHandler
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from llmbench.runner.tokenizer import HFTokenizer, ServerTokenizer, default_tokenizer
@@ -428,19 +428,10 @@ def test_request_cycle() -> None:
 # -- --tokenizer server: prompts fitted through HTTP /tokenize ------------------------------
 
 
-class _Tokenize(BaseHTTPRequestHandler):
+class _Tokenize(JSONHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        ids = WP.encode(req["prompt"])  # the "server" uses a different tokenizer than ours
-        data = json.dumps({"count": len(ids), "tokens": ids}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
+        ids = WP.encode(self.read_json()["prompt"])  # the "server" tokenizes unlike ours
+        self.reply_json({"count": len(ids), "tokens": ids})
 
 
 @pytest.fixture
