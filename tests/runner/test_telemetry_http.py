@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from llmbench.runner.dcgm_sim import CONTENT_TYPE, DcgmSimState, DcgmSimulator, serve_dcgm
+from llmbench.runner.sim import SimConfig, SimServer
 from llmbench.runner.telemetry import (
     GpuFilter,
     TelemetryCollector,
@@ -237,8 +238,7 @@ def test_no_urls_and_stop_without_start_are_harmless() -> None:
 
 # ----------------------------------------------------------------------- foreign traffic (sim)
 def test_foreign_traffic_detected_against_llmbench_sim() -> None:
-    sim_mod = pytest.importorskip("llmbench.runner.sim")
-    sim_server = sim_mod.SimServer(sim_mod.SimConfig(ttft_ms=1.0, itl_ms=1.0))
+    sim_server = SimServer(SimConfig(ttft_ms=1.0, itl_ms=1.0))
 
     async def scenario() -> tuple[TelemetryResult, tuple[int, int], int]:
         port = await sim_server.start("127.0.0.1", 0)
