@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import psutil
 
-from llmbench.runner.sim import spawn_sim
+from llmbench.sim.server import spawn_sim
 
 HERE = Path(__file__).resolve().parent
 
@@ -91,7 +91,7 @@ def llmbench_profile(url: str, concurrency: int, requests: int, osl: int,
     """Runs ``llmbench profile`` as a user would and returns its summary JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         _, cpu, rss = run_child(
-            [sys.executable, "-m", "llmbench.runner.cli", "profile", "--url", url,
+            [sys.executable, "-m", "llmbench", "profile", "--url", url,
              "--concurrency", str(concurrency), "--request-count", str(requests),
              "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", str(osl),
              "--extra-inputs", "ignore_eos:true", "--artifact-dir", tmp, *extra]

@@ -1,4 +1,4 @@
-"""Build the embedded default tokenizer shipped as ``runner/data/tokenizer.json``.
+"""Build the embedded default tokenizer shipped as ``llmbench/tokenizer/data/tokenizer.json``.
 
 Why: the runner must count tokens with no network (air-gapped clusters, no model hub), and
 the counts must behave like a real LLM tokenizer (sub-word pieces, ~4 characters per token on
@@ -10,12 +10,12 @@ The corpus is English documentation text that ships with CPython itself
 standard-library modules, so the build needs nothing but Python and ``tokenizers``.  The
 trainer runs single-threaded and the inputs are sorted, so the output is byte-for-byte
 reproducible for a given Python version and ``tokenizers`` version; both, with the file's
-SHA-256, are recorded next to it in ``runner/data/tokenizer.build.json`` (and a test rebuilds
+SHA-256, are recorded next to it in ``llmbench/tokenizer/data/tokenizer.build.json`` (and a test rebuilds
 and compares when it runs under those versions).
 
 Usage::
 
-    .venv/bin/python hack/build_tokenizer.py            # writes runner/data/tokenizer.json
+    .venv/bin/python hack/build_tokenizer.py            # writes llmbench/tokenizer/data/tokenizer.json
     .venv/bin/python hack/build_tokenizer.py --check    # rebuilds in memory, compares
 """
 
@@ -40,7 +40,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # 
 
 VOCAB_SIZE = 8192
 SPECIAL_TOKENS = ["<|endoftext|>"]
-DATA = Path(__file__).resolve().parent.parent / "runner" / "data"
+DATA = Path(__file__).resolve().parent.parent / "llmbench" / "tokenizer" / "data"
 OUT = DATA / "tokenizer.json"
 META = DATA / "tokenizer.build.json"
 

@@ -1,0 +1,152 @@
+"""Turns a finished exchange into a :class:`RequestRecord`.
+
+This runs after the response is complete, never inside ``data_received``: decoding SSE and
+JSON is the expensive part of a streaming client, and doing it off the measured path is why
+the timestamps stay honest when hundreds of streams share one event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
+from llmbench.runner.client.sse import DONE, SSEParser
+from llmbench.runner.client.transport import Exchange, body_pieces
+
+_MAX_SAMPLE = 300
+
+
+def _sample(body: bytes) -> str:
+    return body[:_MAX_SAMPLE].decode("utf-8", "replace")
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    """Generated text of one choice in any OpenAI shape (chat delta, chat message, text).
+
+    Reasoning text counts: those tokens were generated and timed like any other.
+    """
+    delta = choice.get("delta") or choice.get("message")
+    if isinstance(delta, dict):
+        parts = [delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")]
+        return "".join(p for p in parts if isinstance(p, str))
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def _apply_usage(rec: RequestRecord, usage: Any) -> None:
+    if not isinstance(usage, dict):
+        return
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if isinstance(prompt, int):
+        rec.input_tokens, rec.input_tokens_source = prompt, SOURCE_SERVER
+    if isinstance(completion, int):
+        rec.output_tokens, rec.output_tokens_source = completion, SOURCE_SERVER
+
+
+def fill_record(rec: RequestRecord, ex: Exchange, sent_ns: int, endpoint_type: str) -> None:
+    """Fills timestamps, text, usage and errors of ``rec`` from ``ex``.
+
+    Every failure becomes an ``error_type`` (``http_429``, ``disconnect``, ``malformed_sse``,
+    ``stream_error``, ``empty_response`` …) with a short sample message, never an exception.
+    """
+    rec.sent_ns = sent_ns
+    rec.status = ex.status or None
+    if ex.error is not None and not ex.pieces:
+        rec.error_type, rec.error_message = ex.error, ex.error_message
+        return
+    pieces, framing_error = body_pieces(ex)
+    if ex.status and ex.status != 200:
+        rec.error_type = f"http_{ex.status}"
+        rec.error_message = _sample(b"".join(p for _, p in pieces))
+        return
+    if framing_error is not None and ex.error is None:
+        rec.error_type, rec.error_message = "protocol", framing_error
+        return
+    if "text/event-stream" in ex.headers.get("content-type", ""):
+        _fill_stream(rec, pieces, incomplete=ex.error is not None)
+    else:
+        _fill_json(rec, pieces, endpoint_type)
+    if ex.error is not None and rec.error_type is None:
+        # Bytes arrived, then the connection broke or timed out: the request did not complete.
+        rec.error_type, rec.error_message = ex.error, ex.error_message
+
+
+def _decode_events(payloads: list[bytes]) -> tuple[list[Any] | None, bytes | None]:
+    """JSON objects of all events, parsed in one call; or the first malformed payload.
+
+    One ``json.loads`` over ``[e1,e2,…]`` costs a fraction of one call per event; the slow
+    per-event path runs only to find which event is broken.
+    """
+    try:
+        objs = json.loads(b"[" + b",".join(payloads) + b"]")
+        if len(objs) == len(payloads) and all(isinstance(o, dict) for o in objs):
+            return objs, None
+    except ValueError:
+        pass
+    for payload in payloads:
+        try:
+            if isinstance(json.loads(payload), dict):
+                continue
+        except ValueError:
+            pass
+        return None, payload
+    return None, b"events do not decode one JSON object each"
+
+
+def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete: bool) -> None:
+    parser = SSEParser()
+    payloads: list[bytes] = []
+    stamps: list[int] = []
+    for ts, piece in pieces:
+        for payload in parser.feed(piece):
+            if payload != DONE:
+                payloads.append(payload)
+                stamps.append(ts)
+    objs, bad = _decode_events(payloads)
+    if objs is None:
+        rec.error_type = "malformed_sse"
+        rec.error_message = (bad or b"")[:_MAX_SAMPLE].decode("utf-8", "replace")
+        return
+    texts: list[str] = []
+    chunk_ns = rec.chunk_ns
+    for obj, ts in zip(objs, stamps, strict=True):
+        if "error" in obj:
+            rec.error_type = "stream_error"
+            rec.error_message = json.dumps(obj["error"])[:_MAX_SAMPLE]
+            return
+        for choice in obj.get("choices") or ():
+            text = _choice_text(choice)
+            if text:
+                chunk_ns.append(ts)
+                texts.append(text)
+        if obj.get("usage"):
+            _apply_usage(rec, obj["usage"])
+    if not chunk_ns:
+        if not incomplete:
+            rec.error_type, rec.error_message = "empty_response", "stream carried no content"
+        return
+    rec.first_token_ns = chunk_ns[0]
+    rec.last_token_ns = chunk_ns[-1]
+    rec.output_text = "".join(texts)
+
+
+def _fill_json(rec: RequestRecord, pieces: list[tuple[int, bytes]], endpoint_type: str) -> None:
+    body = b"".join(p for _, p in pieces)
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        rec.error_type, rec.error_message = "malformed_json", _sample(body)
+        return
+    if not isinstance(obj, dict) or "error" in obj:
+        rec.error_type, rec.error_message = "response_error", _sample(body)
+        return
+    end = pieces[-1][0] if pieces else None
+    rec.first_token_ns = rec.last_token_ns = end
+    _apply_usage(rec, obj.get("usage"))
+    if endpoint_type == "embeddings":
+        rec.output_tokens, rec.output_tokens_source = 0, SOURCE_SERVER
+        return
+    rec.output_text = "".join(_choice_text(c) for c in obj.get("choices") or ())
+    if end is not None:
+        rec.chunk_ns.append(end)

@@ -1,0 +1,584 @@
+"""Workload: the request bodies a load point sends, prepared before the first send.
+
+Why prepared up front: the hot path must do no JSON or tokenizer work, so every distinct
+request is serialised to ``bytes`` here, once; the load generator sends
+``bodies[i % len(bodies)]`` (like GenAI-Perf's ``--num-dataset-entries``, default 100
+distinct prompts cycled over the request count; :class:`RequestCycle` does the same for
+callers that want an iterator).
+
+Synthetic prompts have an *exact* token count under the chosen tokenizer, because ISL is the
+independent variable of every sweep and "about 1024" hides prefill effects:
+
+* with a tokenizer that can list its single-token words (the embedded default, and any local
+  Hugging Face tokenizer whose vocabulary has " word" tokens), a prompt of N tokens is N such
+  words -- exact by construction, and checked with one batched encode;
+* otherwise (``--tokenizer server``, odd vocabularies), words are added and removed, and short
+  fillers appended, until ``tokenizer.count(text) == N`` (a few ``count`` calls per prompt).
+
+Counts exclude special tokens and chat templates (see ``tokenizer.py``).
+
+Example::
+
+    cfg = WorkloadConfig(synthetic_input_tokens_mean=1024, output_tokens_mean=256,
+                         model="m", streaming=True, extra_inputs={"ignore_eos": True})
+    reqs = build_requests(cfg, default_tokenizer(), 100)
+    reqs[0].input_tokens   # -> 1024
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llmbench.tokenizer import Tokenizer, default_tokenizer
+
+__all__ = [
+    "ENDPOINT_TYPES",
+    "PreparedRequest",
+    "PromptBuilder",
+    "RequestCycle",
+    "WorkloadConfig",
+    "build_requests",
+    "inputs_json",
+    "parse_extra_inputs",
+    "read_input_file",
+    "write_inputs_json",
+]
+
+ENDPOINT_TYPES = ("chat", "completions", "embeddings")
+
+# Independent random streams, so that e.g. changing --output-tokens-stddev does not change
+# the prompts, and prompt i is the same whatever --num-prompts is.
+_STREAM_INPUT_LEN = 1
+_STREAM_OUTPUT_LEN = 2
+_STREAM_WORDS = 3
+
+# Appended one at a time to close a small token deficit; nearly every tokenizer has each as
+# one token, and each candidate is checked, so a wrong guess only costs a call.
+_FILLERS = (" a", " I", " the", " of", " to", " and", ".", ",", " is", " in", "s", "!", "?")
+_NUMBER_RE = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
+
+
+@dataclass
+class WorkloadConfig:
+    """What to send; GenAI-Perf's flags and defaults.
+
+    ``model``, ``endpoint_type`` and ``streaming`` are usually filled in by the profile from
+    the target settings. ``output_tokens_mean=None`` (or ``<= 0``) sends no ``max_tokens``:
+    the server decides, as with GenAI-Perf's default of -1.
+    """
+
+    synthetic_input_tokens_mean: int = 550
+    synthetic_input_tokens_stddev: float = 0.0
+    output_tokens_mean: int | None = None
+    output_tokens_stddev: float = 0.0
+    output_tokens_mean_deterministic: bool = False
+    extra_inputs: dict[str, Any] = field(default_factory=dict)
+    input_file: str | Path | None = None
+    random_seed: int = 0
+    endpoint_type: str = "chat"
+    model: str = ""
+    streaming: bool = False
+    num_prompts: int = 100
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the flag of the first bad setting."""
+        if self.endpoint_type not in ENDPOINT_TYPES:
+            raise ValueError(
+                f"--endpoint-type {self.endpoint_type!r}: expected one of "
+                f"{', '.join(ENDPOINT_TYPES)}"
+            )
+        if self.synthetic_input_tokens_mean < 1:
+            raise ValueError("--synthetic-input-tokens-mean must be at least 1")
+        if not self.synthetic_input_tokens_stddev >= 0:
+            raise ValueError("--synthetic-input-tokens-stddev must be >= 0")
+        if not self.output_tokens_stddev >= 0:
+            raise ValueError("--output-tokens-stddev must be >= 0")
+        if self.output_tokens_mean_deterministic and not self._output_mean():
+            raise ValueError(
+                "--output-tokens-mean-deterministic needs --output-tokens-mean"
+            )
+        if self.num_prompts < 1:
+            raise ValueError("--num-prompts must be at least 1")
+        if self.random_seed < 0:
+            raise ValueError("--random-seed must be >= 0")
+
+    def _output_mean(self) -> int | None:
+        mean = self.output_tokens_mean
+        return mean if mean is not None and mean > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """One distinct request, ready to send.
+
+    Attributes:
+        body: the JSON body, serialised once so the hot path does no JSON work.
+        input_tokens: the prompt's client-side token count (content only, no template).
+        requested_output_tokens: ``max_tokens`` sent, or ``None`` when the server decides.
+        prompt: the text, or the chat messages of an ``--input-file`` row (for inputs.json).
+        index: position among the distinct requests.
+    """
+
+    body: bytes
+    input_tokens: int
+    requested_output_tokens: int | None
+    prompt: str | list[dict[str, Any]]
+    index: int = 0
+
+
+class RequestCycle:
+    """An endless, O(1)-per-item iterator over the distinct requests (duration-bound runs)."""
+
+    def __init__(self, requests: Sequence[PreparedRequest]) -> None:
+        if not requests:
+            raise ValueError("RequestCycle needs at least one request")
+        self._items = tuple(requests)
+        self._n = len(self._items)
+        self._i = 0
+
+    def __iter__(self) -> Iterator[PreparedRequest]:
+        return self
+
+    def __next__(self) -> PreparedRequest:
+        item = self._items[self._i]
+        self._i = (self._i + 1) % self._n
+        return item
+
+    def __getitem__(self, i: int) -> PreparedRequest:
+        """The request sent as number ``i`` (``i mod distinct``)."""
+        return self._items[i % self._n]
+
+
+# -- --extra-inputs --------------------------------------------------------------------------
+
+
+def _parse_value(raw: str, item: str) -> Any:
+    if raw in ("true", "True", "TRUE"):
+        return True
+    if raw in ("false", "False", "FALSE"):
+        return False
+    if raw[:1] in ("{", "["):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"--extra-inputs {item!r}: the value looks like JSON but does not parse "
+                f"({exc.msg} at column {exc.colno})"
+            ) from None
+    if _NUMBER_RE.fullmatch(raw):
+        if re.fullmatch(r"[+-]?\d+", raw):
+            return int(raw)
+        value = float(raw)
+        if math.isfinite(value):
+            return value
+    return raw
+
+
+def parse_extra_inputs(items: Sequence[str]) -> dict[str, Any]:
+    """Parse ``--extra-inputs key:value`` items into a dict merged into every request body.
+
+    Values are typed the way GenAI-Perf users expect: ``true``/``false`` become booleans,
+    integers and decimals numbers, a value starting with ``{`` or ``[`` is parsed as JSON,
+    anything else stays a string. The split is at the first ``:``, so values may contain
+    colons (URLs). A later item overrides an earlier one with the same key.
+
+    Example::
+
+        parse_extra_inputs(["ignore_eos:true", "temperature:0.7", 'stop:["\\n"]'])
+        # -> {"ignore_eos": True, "temperature": 0.7, "stop": ["\\n"]}
+
+    Raises:
+        ValueError: naming ``--extra-inputs`` and the bad item.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition(":")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--extra-inputs {item!r}: expected KEY:VALUE, e.g. ignore_eos:true")
+        out[key] = _parse_value(raw.strip(), item)
+    return out
+
+
+# -- synthetic prompts -----------------------------------------------------------------------
+
+
+def _sample_lengths(rng: np.random.Generator, mean: int, stddev: float, n: int) -> list[int]:
+    """``n`` lengths from N(mean, stddev), rounded and clamped to at least 1."""
+    if n <= 0:
+        return []
+    if stddev <= 0:
+        return [int(mean)] * n
+    draws = np.rint(rng.normal(mean, stddev, size=n))
+    return [int(x) for x in np.maximum(draws, 1)]
+
+
+def _rng(seed: int, stream: int, *extra: int) -> np.random.Generator:
+    return np.random.default_rng([seed, stream, *extra])
+
+
+def _count_many(tokenizer: Tokenizer, texts: Sequence[str]) -> list[int]:
+    batch = getattr(tokenizer, "count_batch", None)
+    if batch is not None:
+        return list(batch(texts))
+    return [tokenizer.count(t) for t in texts]
+
+
+class PromptBuilder:
+    """Builds prompts of an exact token count for one tokenizer.
+
+    Create once per tokenizer (it inspects the vocabulary), then call :meth:`build_many`.
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        own = tokenizer.single_token_words()
+        # "exact": the tokenizer itself guarantees one token per " word".
+        self.exact = len(own) >= 32
+        words = own if self.exact else default_tokenizer().single_token_words()
+        self._words = words
+        self._spaced = np.array([" " + w for w in words], dtype=object)
+        self._start = self._start_words(words) if self.exact else []
+        self._tokens_per_word: float | None = None
+        # Re-encoding every prompt costs ~1 us per token; skip it where counts provably add
+        # up (the structure of the pre-tokeniser), but still check one prompt as insurance.
+        add_up = getattr(tokenizer, "words_add_up", None)
+        self.verify_all = not (self.exact and add_up is not None and add_up())
+
+    def _start_words(self, words: list[str]) -> list[str]:
+        """Words that are one token also without the leading space (to begin a prompt)."""
+        cands = [w.capitalize() for w in words[:2000]] + words[:2000]
+        counts = _count_many(self.tokenizer, cands)
+        return [w for w, c in zip(cands, counts, strict=True) if c == 1]
+
+    # The fast path: exactly `target` single-token words.
+    def _compose(self, target: int, rng: np.random.Generator) -> str:
+        picks = self._spaced[rng.integers(0, len(self._spaced), size=target)]
+        if self._start:
+            first = self._start[int(rng.integers(0, len(self._start)))]
+            return first + "".join(picks[1:])
+        return "".join(picks)
+
+    def build_many(self, targets: Sequence[int], seed: int) -> list[str]:
+        """One prompt per target count; prompt ``i`` depends only on ``(seed, i, targets[i])``.
+
+        Raises:
+            ValueError: if the tokenizer cannot produce a text of some exact count.
+        """
+        if not self.exact:
+            return [self.fit(t, _rng(seed, _STREAM_WORDS, i)) for i, t in enumerate(targets)]
+        texts = [self._compose(t, _rng(seed, _STREAM_WORDS, i)) for i, t in enumerate(targets)]
+        if not texts:
+            return texts
+        if not self.verify_all and self.tokenizer.count(texts[0]) != targets[0]:
+            self.verify_all = True
+        if not self.verify_all:
+            return texts
+        counts = _count_many(self.tokenizer, texts)
+        for i, (t, c) in enumerate(zip(targets, counts, strict=True)):
+            if c != t:  # a word pair merged after all: search instead
+                texts[i] = self.fit(t, _rng(seed, _STREAM_WORDS, i, 1))
+        return texts
+
+    def build(self, target: int, seed: int = 0) -> str:
+        """One prompt of exactly ``target`` tokens."""
+        return self.build_many([target], seed)[0]
+
+    def _ratio(self) -> float:
+        """Tokens per space-joined word under this tokenizer (measured once)."""
+        if self._tokens_per_word is None:
+            rng = _rng(0, 0)
+            sample = "".join(self._spaced[rng.integers(0, len(self._spaced), size=400)])
+            self._tokens_per_word = max(self.tokenizer.count(sample) / 400, 0.05)
+        return self._tokens_per_word
+
+    def fit(self, target: int, rng: np.random.Generator) -> str:
+        """Search for a text of exactly ``target`` tokens using only ``count`` calls.
+
+        Takes the longest prefix of a random word sequence with at most ``target`` tokens
+        (interpolation search: counts grow almost linearly with words), then appends short
+        fillers one by one, dropping words when a filler overshoots. Works for any
+        tokenizer, local or remote.
+        """
+        if target < 1:
+            raise ValueError(f"cannot build a prompt of {target} tokens")
+        count = self.tokenizer.count
+        ratio = self._ratio()
+        words: list[str] = []
+
+        def ensure(k: int) -> None:
+            while len(words) < k:
+                more = max(k - len(words), 64)
+                idx = rng.integers(0, len(self._spaced), size=more)
+                words.extend(str(self._spaced[j]) for j in idx)
+
+        def text(k: int) -> str:
+            ensure(k)
+            return "".join(words[:k]).lstrip(" ")
+
+        lo, c_lo = 0, 0  # count(text(lo)) == c_lo <= target
+        hi: int | None = None
+        c_hi = 0
+        k = max(1, int(target / ratio))
+        for _ in range(64):
+            c = count(text(k))
+            if c <= target:
+                lo, c_lo = k, c
+            else:
+                hi, c_hi = k, c
+            if c == target or (hi is not None and hi - lo <= 1):
+                break
+            if hi is None:
+                if lo > 0:  # what this text actually gives beats the global estimate
+                    ratio = max(c_lo / lo, 0.05)
+                k = lo + max(1, math.ceil((target - c_lo) / ratio))
+            else:
+                guess = lo + (target - c_lo) * (hi - lo) / max(c_hi - c_lo, 1)
+                k = min(max(int(round(guess)), lo + 1), hi - 1)
+        base = text(lo)
+        for _ in range(8):  # drop a word at a time if fillers cannot close the gap
+            result = self._fill(base, c_lo, target)
+            if result is not None:
+                return result
+            if lo == 0:
+                break
+            lo -= 1
+            base = text(lo)
+            c_lo = count(base)
+        raise ValueError(
+            f"could not build a prompt of exactly {target} tokens with tokenizer "
+            f"{self.tokenizer.name!r}; try another --tokenizer"
+        )
+
+    def _fill(self, text: str, current: int, target: int) -> str | None:
+        count = self.tokenizer.count
+        for _ in range(4 * (target - current) + 8):
+            if current == target:
+                return text
+            for filler in _FILLERS:
+                piece = filler if text else filler.lstrip(" ")
+                c = count(text + piece)
+                if current < c <= target:
+                    text, current = text + piece, c
+                    break
+            else:
+                return None
+        return text if current == target else None
+
+
+# -- --input-file ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    prompt: str | list[dict[str, Any]]
+    output_tokens: int | None
+
+
+def _check_messages(value: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: 'messages' must be a non-empty list of chat messages")
+    for m in value:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise ValueError(f"{where}: each message needs a string 'role'")
+        if not isinstance(m.get("content"), str | list):
+            raise ValueError(f"{where}: each message needs 'content' (a string or parts list)")
+    return value
+
+
+def read_input_file(path: str | Path, endpoint_type: str = "chat") -> list[tuple[Any, int | None]]:
+    """Read an ``--input-file`` JSONL: one prompt per line.
+
+    A row is an object with ``text`` (or ``prompt``/``text_input``) -- a string -- or, for
+    ``--endpoint-type chat``, ``messages`` (an OpenAI chat list), plus optional
+    ``output_length`` or ``max_tokens`` (a positive integer). Blank lines are skipped.
+
+    Returns ``(prompt, output_tokens)`` pairs.
+
+    Raises:
+        ValueError: naming the file and the line number of the first bad row.
+    """
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ValueError(f"--input-file {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--input-file {p}: not UTF-8 text") from None
+    rows: list[tuple[Any, int | None]] = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"--input-file {p} line {lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        prompt: Any
+        if "messages" in obj:
+            if endpoint_type != "chat":
+                raise ValueError(
+                    f"{where}: 'messages' rows need --endpoint-type chat "
+                    f"(this run uses {endpoint_type}); give 'text' instead"
+                )
+            prompt = _check_messages(obj["messages"], where)
+        else:
+            key = next((k for k in ("text", "prompt", "text_input") if k in obj), None)
+            if key is None:
+                raise ValueError(f"{where}: needs 'text' (or 'prompt') or 'messages'")
+            prompt = obj[key]
+            if not isinstance(prompt, str) or not prompt:
+                raise ValueError(f"{where}: '{key}' must be a non-empty string")
+        out: int | None = None
+        for key in ("output_length", "max_tokens"):
+            if key in obj:
+                val = obj[key]
+                if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+                    raise ValueError(f"{where}: '{key}' must be a positive integer")
+                out = val
+                break
+        rows.append((prompt, out))
+    if not rows:
+        raise ValueError(f"--input-file {p}: no prompts (the file is empty)")
+    return rows
+
+
+def _message_text(messages: list[dict[str, Any]]) -> str:
+    parts: list[str] = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(
+                str(c.get("text", "")) for c in content if isinstance(c, dict)
+            )
+    return "\n".join(parts)
+
+
+# -- bodies ----------------------------------------------------------------------------------
+
+
+def _body(
+    cfg: WorkloadConfig, prompt: str | list[dict[str, Any]], max_tokens: int | None
+) -> bytes:
+    obj: dict[str, Any] = {"model": cfg.model}
+    if cfg.endpoint_type == "embeddings":
+        obj["input"] = prompt
+    else:
+        if cfg.endpoint_type == "chat":
+            obj["messages"] = (
+                prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+            )
+        else:
+            obj["prompt"] = prompt
+        obj["stream"] = bool(cfg.streaming)
+        if cfg.streaming:
+            obj["stream_options"] = {"include_usage": True}
+        if max_tokens is not None:
+            obj["max_tokens"] = max_tokens
+            if cfg.output_tokens_mean_deterministic:
+                obj["min_tokens"] = max_tokens
+    obj.update(cfg.extra_inputs)
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def build_requests(
+    cfg: WorkloadConfig, tokenizer: Tokenizer, count: int
+) -> list[PreparedRequest]:
+    """Prepare ``count`` distinct requests (synthetic, or the first rows of ``--input-file``).
+
+    The load generator cycles them (request ``i`` sends ``result[i % len(result)]``), so
+    ``count`` is normally ``min(request total, num_prompts)``. An input file with fewer rows
+    than ``count`` yields one request per row.
+
+    Deterministic: the same config, seed and tokenizer give byte-identical bodies.
+
+    Raises:
+        ValueError: bad config, bad input file, or a tokenizer that cannot produce a count.
+    """
+    cfg.validate()
+    if count <= 0:
+        return []
+    out_mean = cfg._output_mean() if cfg.endpoint_type != "embeddings" else None
+    prompts: list[str | list[dict[str, Any]]]
+    file_outputs: list[int | None]
+    if cfg.input_file is not None:
+        rows = read_input_file(cfg.input_file, cfg.endpoint_type)[:count]
+        prompts = [r[0] for r in rows]
+        file_outputs = [r[1] for r in rows]
+        input_counts = _count_many(
+            tokenizer, [p if isinstance(p, str) else _message_text(p) for p in prompts]
+        )
+    else:
+        lengths = _sample_lengths(
+            _rng(cfg.random_seed, _STREAM_INPUT_LEN),
+            cfg.synthetic_input_tokens_mean,
+            cfg.synthetic_input_tokens_stddev,
+            count,
+        )
+        prompts = list(PromptBuilder(tokenizer).build_many(lengths, cfg.random_seed))
+        file_outputs = [None] * count
+        input_counts = lengths
+    n = len(prompts)
+    sampled: list[int | None] = [None] * n
+    if out_mean is not None:
+        sampled = list(
+            _sample_lengths(
+                _rng(cfg.random_seed, _STREAM_OUTPUT_LEN), out_mean, cfg.output_tokens_stddev, n
+            )
+        )
+    result = []
+    for i, prompt in enumerate(prompts):
+        max_tokens = file_outputs[i] if file_outputs[i] is not None else sampled[i]
+        if cfg.endpoint_type == "embeddings":
+            max_tokens = None
+        result.append(
+            PreparedRequest(
+                body=_body(cfg, prompt, max_tokens),
+                input_tokens=input_counts[i],
+                requested_output_tokens=max_tokens,
+                prompt=prompt,
+                index=i,
+            )
+        )
+    return result
+
+
+# -- inputs.json -----------------------------------------------------------------------------
+
+
+def inputs_json(requests: Sequence[PreparedRequest]) -> dict[str, Any]:
+    """GenAI-Perf's ``inputs.json`` document: ``{"data": [{"payload": [body]}, ...]}``.
+
+    One entry per distinct request, holding the exact body that was sent.
+    """
+    seen: set[int] = set()
+    data = []
+    for r in requests:
+        if r.index in seen:
+            continue
+        seen.add(r.index)
+        data.append({"payload": [json.loads(r.body)]})
+    return {"data": data}
+
+
+def write_inputs_json(path: str | Path, requests: Sequence[PreparedRequest]) -> Path:
+    """Write :func:`inputs_json` to ``path`` (a file, or a directory to put ``inputs.json`` in)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "inputs.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(inputs_json(requests), indent=2, ensure_ascii=False) + "\n",
+                 encoding="utf-8")
+    return p

@@ -1,0 +1,240 @@
+"""Per-point metrics with GenAI-Perf semantics, computed from request records only.
+
+Definitions (see DESIGN.md):
+* TTFT = first non-empty content received − request sent; e2e = last content − sent.
+* ITL = (e2e − TTFT) / (OSL − 1); requests with OSL ≤ 1 have no ITL.
+* OTT = Σ OSL / (T_y − T_x), RPS = completed / (T_y − T_x), where T_x is the first measured
+  send and T_y the last token of the last measured request. Warm-up records never count.
+* Goodput = completed requests meeting every SLO / (T_y − T_x).
+* Inter-chunk gaps are reported under their own name: with multi-token chunks they are not ITL.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
+
+#: Statistic names in the order the JSON export lists them.
+STAT_KEYS = (
+    "avg",
+    "min",
+    "max",
+    "p1",
+    "p5",
+    "p10",
+    "p25",
+    "p50",
+    "p75",
+    "p90",
+    "p95",
+    "p99",
+    "std",
+)
+_PCTS = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+
+#: SLO keys accepted by ``--goodput``: record metric in milliseconds.
+SLO_KEYS = ("ttft", "itl", "e2e")
+
+
+def stats(values: Iterable[float]) -> dict[str, float] | None:
+    """avg/min/max/percentiles/std of ``values``; None for an empty set (reported as N/A).
+
+    Percentiles interpolate linearly and std is the population std, as numpy (and so
+    GenAI-Perf) computes them by default.
+    """
+    arr = np.fromiter(values, dtype=np.float64)
+    if arr.size == 0:
+        return None
+    pct = np.percentile(arr, _PCTS)
+    out = {"avg": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max())}
+    for p, v in zip(_PCTS, pct, strict=True):
+        out[f"p{p}"] = float(v)
+    out["std"] = float(arr.std())
+    return {k: out[k] for k in STAT_KEYS}
+
+
+@dataclass(frozen=True, slots=True)
+class PerRequest:
+    """Derived per-request latencies in ms (None where undefined)."""
+
+    ttft_ms: float | None
+    e2e_ms: float
+    itl_ms: float | None
+    ttst_ms: float | None
+    osl: int | None
+    isl: int | None
+
+
+def per_request(rec: RequestRecord, streaming: bool) -> PerRequest:
+    """Latencies of one completed request."""
+    assert rec.last_token_ns is not None
+    e2e = (rec.last_token_ns - rec.sent_ns) / 1e6
+    osl = rec.output_tokens if rec.output_tokens is not None else rec.output_tokens_client
+    isl = rec.input_tokens if rec.input_tokens is not None else rec.input_tokens_client
+    ttft = itl = ttst = None
+    if streaming and rec.first_token_ns is not None:
+        ttft = (rec.first_token_ns - rec.sent_ns) / 1e6
+        if osl is not None and osl > 1:
+            itl = (e2e - ttft) / (osl - 1)
+        if len(rec.chunk_ns) > 1:
+            ttst = (rec.chunk_ns[1] - rec.chunk_ns[0]) / 1e6
+    return PerRequest(ttft, e2e, itl, ttst, osl, isl)
+
+
+def meets_slo(pr: PerRequest, slo: dict[str, float]) -> bool:
+    """True when the request meets every SLO; an undefined metric (ITL of OSL 1) cannot fail."""
+    values = {"ttft": pr.ttft_ms, "itl": pr.itl_ms, "e2e": pr.e2e_ms}
+    return all(values[k] is None or values[k] <= limit for k, limit in slo.items())  # type: ignore[operator]
+
+
+def window(records: Sequence[RequestRecord]) -> tuple[int, int] | None:
+    """(T_x, T_y) in ns over measured records, or None if nothing completed."""
+    measured = [r for r in records if not r.warmup]
+    ends = [r.last_token_ns for r in measured if r.ok and r.last_token_ns is not None]
+    if not measured or not ends:
+        return None
+    return min(r.sent_ns for r in measured), max(ends)
+
+
+def summarize(
+    records: Sequence[RequestRecord],
+    *,
+    streaming: bool,
+    slo: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """All point metrics in the layout of ``profile_export_genai_perf.json``.
+
+    Keys follow GenAI-Perf (``time_to_first_token``, ``inter_token_latency``, …) so existing
+    tooling can read our exports; our additions (errors, token provenance, inter-chunk gaps,
+    dispatch lag) sit beside them under names of their own.
+    """
+    measured = [r for r in records if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    win = window(records)
+    duration = (win[1] - win[0]) / 1e9 if win else 0.0
+    derived = [per_request(r, streaming) for r in ok]
+
+    def ms(unit: str, values: Iterable[float | None]) -> dict[str, Any] | None:
+        s = stats(v for v in values if v is not None)
+        return None if s is None else {"unit": unit, **s}
+
+    out: dict[str, Any] = {
+        "request_throughput": {
+            "unit": "requests/sec",
+            "avg": len(ok) / duration if duration else None,
+        },
+        "request_latency": ms("ms", (d.e2e_ms for d in derived)),
+        "time_to_first_token": ms("ms", (d.ttft_ms for d in derived)) if streaming else None,
+        "time_to_second_token": ms("ms", (d.ttst_ms for d in derived)) if streaming else None,
+        "inter_token_latency": ms("ms", (d.itl_ms for d in derived)) if streaming else None,
+        "output_token_throughput_per_user": (
+            ms("tokens/sec/user", (1000.0 / d.itl_ms for d in derived if d.itl_ms))
+            if streaming
+            else None
+        ),
+        "output_sequence_length": ms("tokens", (d.osl for d in derived)),
+        "input_sequence_length": ms("tokens", (d.isl for d in derived)),
+    }
+    total_osl = sum(d.osl or 0 for d in derived)
+    out["output_token_throughput"] = {
+        "unit": "tokens/sec",
+        "avg": total_osl / duration if duration else None,
+    }
+    out["request_count"] = {"unit": "count", "avg": len(ok)}
+    if slo:
+        good = sum(1 for d in derived if meets_slo(d, slo))
+        out["goodput"] = {
+            "unit": "requests/sec",
+            "avg": good / duration if duration else None,
+            "slo": dict(slo),
+            "good_requests": good,
+        }
+    if streaming:
+        gaps = ((b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False))
+        out["inter_chunk_gap"] = ms("ms", gaps)
+    out["errors"] = error_summary(measured)
+    out["token_counts"] = token_provenance(ok)
+    lag = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured if r.scheduled_ns is not None]
+    if lag:
+        sends = sorted(r.sent_ns for r in measured)
+        span = (sends[-1] - sends[0]) / 1e9
+        out["dispatch"] = {
+            "lag_ms": stats(lag),
+            "achieved_request_rate": (len(sends) - 1) / span if span > 0 else None,
+        }
+    out["window"] = {
+        "start_ns": win[0] if win else None,
+        "end_ns": win[1] if win else None,
+        "duration_s": duration,
+        "measured_requests": len(measured),
+        "completed_requests": len(ok),
+        "warmup_requests": len(records) - len(measured),
+    }
+    return out
+
+
+def error_summary(records: Iterable[RequestRecord]) -> dict[str, Any]:
+    """Errors by type with a count and one sample message each; never dropped silently."""
+    counts: Counter[str] = Counter()
+    samples: dict[str, str] = {}
+    for r in records:
+        if r.error_type is not None:
+            counts[r.error_type] += 1
+            samples.setdefault(r.error_type, (r.error_message or "")[:300])
+        elif r.last_token_ns is None:
+            counts["incomplete"] += 1
+            samples.setdefault("incomplete", "request did not finish before the run ended")
+    return {
+        "total": sum(counts.values()),
+        "by_type": {k: {"count": v, "sample": samples[k]} for k, v in sorted(counts.items())},
+    }
+
+
+def token_provenance(ok: Iterable[RequestRecord]) -> dict[str, Any]:
+    """Where ISL/OSL came from and how often the client's tokenizer disagreed with the server."""
+    osl_src: Counter[str] = Counter()
+    isl_src: Counter[str] = Counter()
+    osl_mismatch = isl_mismatch = 0
+    for r in ok:
+        osl_src[r.output_tokens_source or "unknown"] += 1
+        isl_src[r.input_tokens_source or "unknown"] += 1
+        if (
+            r.output_tokens_source == SOURCE_SERVER
+            and r.output_tokens_client is not None
+            and r.output_tokens_client != r.output_tokens
+        ):
+            osl_mismatch += 1
+        if (
+            r.input_tokens_source == SOURCE_SERVER
+            and r.input_tokens_client is not None
+            and r.input_tokens_client != r.input_tokens
+        ):
+            isl_mismatch += 1
+    return {
+        "output_tokens_source": dict(osl_src),
+        "input_tokens_source": dict(isl_src),
+        "output_tokens_mismatch": osl_mismatch,
+        "input_tokens_mismatch": isl_mismatch,
+    }
+
+
+def itl_by_position(records: Iterable[RequestRecord]) -> list[float]:
+    """Mean inter-chunk gap (ms) at each chunk position across requests, for position plots."""
+    sums: list[float] = []
+    counts: list[int] = []
+    for r in records:
+        if r.warmup or not r.ok:
+            continue
+        for i, (a, b) in enumerate(zip(r.chunk_ns, r.chunk_ns[1:], strict=False)):
+            if i == len(sums):
+                sums.append(0.0)
+                counts.append(0)
+            sums[i] += (b - a) / 1e6
+            counts[i] += 1
+    return [s / c for s, c in zip(sums, counts, strict=True)]

@@ -1,0 +1,1 @@
+"""Presentation: console tables, PNG plots, the HTML report."""

@@ -1,0 +1,257 @@
+"""``llmbench report DIR``: plots and one self-contained HTML page, rebuilt from saved artefacts.
+
+Works on a sweep folder (``analyze_export_genai_perf.json`` + ``checkpoint.json`` + point
+folders: the CSV/JSON exports are refreshed too) and on a single ``profile`` folder. The HTML
+embeds its PNGs as base64 so it can be mailed, attached to a CI run or stored in a ConfigMap
+without its folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import html
+import io
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from llmbench.runner.client.records import RequestRecord
+from llmbench.runner.point.artifacts import CSV_ROWS, GENAI_PERF_JSON, load_records, load_summary
+
+DONE = "done"
+
+__all__ = ["PLOTS_DIR", "REPORT_HTML", "add_arguments", "build_report", "run"]
+
+REPORT_HTML = "report.html"
+#: Written per point by the profile when telemetry was scraped.
+TELEMETRY_PNG = "telemetry.png"
+PLOTS_DIR = "plots"
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;
+max-width:1200px}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+tr.knee td{background:#fde2e2}tr.best td{background:#e0f5e0}tr.failed td{color:#a00}
+.note{margin:.2em 0}.warn{color:#a60}.err{color:#a00}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}
+pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
+"""
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _csv_table(text: str, row_classes: dict[int, str] | None = None) -> str:
+    """CSV text (one table) as an HTML table; ``row_classes`` by data-row index."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return ""
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in rows[0]) + "</tr>"]
+    for i, r in enumerate(rows[1:]):
+        cls = (row_classes or {}).get(i)
+        attr = f' class="{cls}"' if cls else ""
+        out.append(f"<tr{attr}>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def _page(title: str, body: list[str]) -> str:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1><p class=\"note\">generated {stamp} by llmbench</p>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+def _point_records(run_dir: Path, names: list[str]) -> list[RequestRecord]:
+    recs: list[RequestRecord] = []
+    for n in names:
+        try:
+            recs.extend(load_records(run_dir / n))
+        except (OSError, ValueError, KeyError):
+            continue
+    return recs
+
+
+def _sweep_report(run_dir: Path, out: Path) -> Path:
+    from llmbench.runner.report.plots import (
+        itl_position_plot,
+        latency_distribution_plot,
+        latency_throughput_plot,
+        ttft_vs_isl_plot,
+    )
+    from llmbench.runner.sweep.analyze import ANALYZE_CSV, analyze_csv, load_sweep, write_outputs
+
+    result = load_sweep(run_dir)
+    data = write_outputs(result)
+    streaming = bool(data["spec"].get("target", {}).get("streaming", True))
+    plots_dir = run_dir / PLOTS_DIR
+    per_point = [
+        (p["label"], _point_records(run_dir, [r["name"] for r in p["runs"] if r["status"] == DONE]))
+        for p in data["points"]
+        if p["status"] == "ok"
+    ]
+    pngs = [
+        latency_throughput_plot(data, "ttft", plots_dir / "ott_vs_ttft_p99.png"),
+        latency_throughput_plot(data, "itl", plots_dir / "ott_vs_itl_p99.png"),
+        ttft_vs_isl_plot(per_point, plots_dir / "ttft_vs_isl.png", streaming),
+        itl_position_plot(per_point, plots_dir / "itl_by_position.png"),
+        latency_distribution_plot(per_point, plots_dir / "latency_distributions.png", streaming),
+    ]
+    classes: dict[int, str] = {}
+    for i, p in enumerate(data["points"]):
+        if p["status"] != "ok":
+            classes[i] = "failed"
+    if data["slo"] is not None and data["slo"]["best_index"] is not None:
+        classes[data["slo"]["best_index"]] = "best"
+    if data["knee"] is not None:
+        classes[data["knee"]["index"]] = "knee"
+    text = analyze_csv(data, result)
+    tables = text.split("\n\n", 1)
+    body = [
+        f"<p class=\"note\">model <b>{html.escape(data['model'])}</b>, "
+        f"{html.escape(data['sweep_type'])} sweep over "
+        f"{html.escape(', '.join(f'{v:g}' for v in data['values']))}, "
+        f"{data['repetitions']} repetition(s) per point</p>",
+        "<h2>Findings</h2>",
+        f"<p class=\"note\">{html.escape(data['knee_message'])}</p>",
+    ]
+    if data["slo"] is not None:
+        body += [f"<p class=\"note\">{html.escape(m)}</p>" for m in data["slo"]["messages"]]
+    if data["cost"]["price_per_hour"] is not None and data["slo"] is not None:
+        bi = data["slo"]["best_index"]
+        if bi is not None:
+            c = data["points"][bi]["cost_per_million_output_tokens"]
+            body.append(
+                f"<p class=\"note\">cost at max load under SLO: {c:.4f} "
+                f"{html.escape(data['cost']['currency'])} per million output tokens</p>"
+            )
+    if data["failed_points"]:
+        body.append(
+            "<p class=\"note err\">failed points: "
+            f"{html.escape(', '.join(data['failed_points']))}</p>"
+        )
+    if data["interrupted"]:
+        body.append("<p class=\"note warn\">the sweep was interrupted; re-run to resume</p>")
+    if data["stopped_after_knee"]:
+        body.append("<p class=\"note\">stopped one point past the knee (stopAfterKnee)</p>")
+    unstable = [p["name"] for p in data["points"] if p["unstable"]]
+    if unstable:
+        body.append(
+            f"<p class=\"note warn\">spread over 10 % between repetitions: "
+            f"{html.escape(', '.join(unstable))}</p>"
+        )
+    body += ["<h2>Summary (analyze_export_genai_perf.csv)</h2>", _csv_table(tables[0], classes)]
+    if len(tables) > 1 and tables[1].strip():
+        body += ["<h2>GPU telemetry</h2>", _csv_table(tables[1])]
+    body.append("<h2>Plots</h2>")
+    body += [_img(p) for p in pngs if p is not None]
+    telemetry_pngs = [
+        (p["label"], run_dir / r["name"] / TELEMETRY_PNG)
+        for p in data["points"]
+        for r in p["runs"]
+        if (run_dir / r["name"] / TELEMETRY_PNG).is_file()
+    ]
+    if telemetry_pngs:
+        body.append("<h2>GPU and server telemetry per point</h2>")
+        for label, png in telemetry_pngs:
+            body += [f"<h3>{html.escape(label)}</h3>", _img(png)]
+    body += [
+        "<h2>Benchmark spec</h2>",
+        f"<pre>{html.escape(json.dumps(data['spec'], indent=2))}</pre>",
+        f"<p class=\"note\">files: {html.escape(str(run_dir / ANALYZE_CSV))}</p>",
+    ]
+    out.write_text(_page(f"llmbench analyze: {data['model']}", body), encoding="utf-8")
+    return out
+
+
+def _profile_report(run_dir: Path, out: Path) -> Path:
+    from llmbench.runner.report.plots import (
+        itl_position_plot,
+        latency_distribution_plot,
+        ttft_vs_isl_plot,
+    )
+
+    summary = load_summary(run_dir)
+    cfg = summary.get("input_config") or {}
+    streaming = bool(cfg.get("streaming", True))
+    records = _point_records(run_dir, ["."])
+    label = f"{cfg.get('model', 'model')} {run_dir.name}"
+    points = [(run_dir.name, records)]
+    plots_dir = run_dir / PLOTS_DIR
+    pngs = [
+        ttft_vs_isl_plot(points, plots_dir / "ttft_vs_isl.png", streaming),
+        itl_position_plot(points, plots_dir / "itl_by_position.png"),
+        latency_distribution_plot(points, plots_dir / "latency_distributions.png", streaming),
+    ]
+    stats = ("avg", "min", "max", "p99", "p90", "p75", "p50")
+    rows = ["Metric," + ",".join(stats)]
+    for key, name in CSV_ROWS:
+        e = summary.get(key)
+        if e:
+            rows.append(f"\"{name}\"," + ",".join(f"{e[s]:.2f}" for s in stats))
+    singles = [("output_token_throughput", "Output Token Throughput (tokens/sec)"),
+               ("request_throughput", "Request Throughput (per sec)"),
+               ("goodput", "Request Goodput (per sec)")]
+    for key, name in singles:
+        e = summary.get(key)
+        if e and e.get("avg") is not None:
+            rows.append(f"\"{name}\",{e['avg']:.2f}" + ",N/A" * (len(stats) - 1))
+    body = ["<h2>Metrics</h2>", _csv_table("\n".join(rows))]
+    errors = summary.get("errors") or {}
+    if errors.get("total"):
+        kinds = ", ".join(f"{k}: {v['count']}" for k, v in errors.get("by_type", {}).items())
+        body.append(f"<p class=\"note err\">errors: {errors['total']} ({html.escape(kinds)})</p>")
+    body.append("<h2>Plots</h2>")
+    body += [_img(p) for p in pngs if p is not None]
+    if (run_dir / TELEMETRY_PNG).is_file():
+        body.append(_img(run_dir / TELEMETRY_PNG))
+    body += ["<h2>Arguments</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]
+    out.write_text(_page(f"llmbench profile: {label}", body), encoding="utf-8")
+    return out
+
+
+def build_report(run_dir: Path, output: Path | None = None) -> Path:
+    """Draws the plots into ``run_dir/plots`` and writes the HTML; returns its path.
+
+    Raises ValueError when ``run_dir`` holds neither a sweep nor a profile.
+    """
+    from llmbench.runner.sweep.analyze import ANALYZE_JSON
+
+    out = output or run_dir / REPORT_HTML
+    if (run_dir / ANALYZE_JSON).exists():
+        return _sweep_report(run_dir, out)
+    if (run_dir / GENAI_PERF_JSON).exists():
+        return _profile_report(run_dir, out)
+    raise ValueError(
+        f"{run_dir}: neither an analyze folder ({ANALYZE_JSON}) nor a profile folder "
+        f"({GENAI_PERF_JSON})"
+    )
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``llmbench report DIR [-o FILE]``."""
+    p.add_argument("dir", type=Path, help="an `llmbench analyze` or `llmbench profile` folder")
+    p.add_argument("-o", "--output", type=Path, help=f"HTML file (default DIR/{REPORT_HTML})")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Rebuilds plots and the HTML report; 0 on success, 2 when DIR is not a result folder."""
+    try:
+        out = build_report(args.dir, args.output)
+    except ValueError as exc:
+        print(f"llmbench report: error: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0

@@ -1,0 +1,1 @@
+"""Several load points in one process: sweep values, checkpoint, knee, analysis and compare."""

@@ -1,0 +1,320 @@
+"""``llmbench compare A B``: two profiles or two sweeps side by side, with a regression verdict.
+
+The building block of a nightly regression gate: A is the baseline, B the candidate. Each
+metric gets its values, the relative change (B - A) / A and, where a tolerance applies, a
+verdict: ``regression`` when it moved the bad way by more than the tolerance, ``improved``
+when it moved the good way by more, else ``ok``. The exit code is 1 when anything regressed.
+
+Tolerances: ``--tolerance ott:-5% ttft_p99:+10%`` — the sign says which way is bad (throughput
+down, latency up) and may be left out; the wrong sign is a usage error. Without
+``--tolerance`` the defaults are ``ott:-5% ttft_p99:+10% itl_p99:+10%``. A metric key applies
+to every point of a sweep; sweep-level keys are ``max_ott_under_slo`` and ``peak_ott``.
+
+A and B are folders (or the JSON files inside them): an ``llmbench profile`` folder
+(``profile_export_genai_perf.json``) or an ``llmbench analyze`` folder
+(``analyze_export_genai_perf.json``). Sweep points are matched by their swept value; points in
+only one of the two are listed, without a verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["METRICS", "Row", "add_arguments", "compare", "parse_tolerances", "run"]
+
+#: metric key → (higher is better, label).
+METRICS: dict[str, tuple[bool, str]] = {
+    "ott": (True, "output token throughput (tok/s)"),
+    "rps": (True, "request throughput (req/s)"),
+    "goodput": (True, "goodput (req/s)"),
+    "ttft_p99": (False, "p99 TTFT (ms)"),
+    "ttft_p50": (False, "p50 TTFT (ms)"),
+    "ttft_avg": (False, "avg TTFT (ms)"),
+    "itl_p99": (False, "p99 ITL (ms)"),
+    "itl_avg": (False, "avg ITL (ms)"),
+    "e2e_p99": (False, "p99 request latency (ms)"),
+    "e2e_avg": (False, "avg request latency (ms)"),
+    "error_rate": (False, "errors per measured request"),
+    "max_ott_under_slo": (True, "max OTT under SLO (tok/s)"),
+    "peak_ott": (True, "peak OTT over the sweep (tok/s)"),
+}
+DEFAULT_TOLERANCES = {"ott": 5.0, "ttft_p99": 10.0, "itl_p99": 10.0}
+
+_SUMMARY_KEYS = {
+    "ttft": "time_to_first_token",
+    "itl": "inter_token_latency",
+    "e2e": "request_latency",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One compared metric at one scope (``profile``, ``sweep`` or a point label)."""
+
+    scope: str
+    metric: str
+    a: float | None
+    b: float | None
+    change_pct: float | None
+    tolerance_pct: float | None
+    verdict: str
+
+
+def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
+    """``ott:-5%`` -> {"ott": 5.0} (allowed bad-way change, percent); ValueError naming the flag."""
+    out: dict[str, float] = {}
+    for item in items:
+        key, sep, raw = item.partition(":")
+        key = key.strip().lower()
+        if not sep or key not in METRICS:
+            raise ValueError(
+                f"--tolerance {item!r}: expected METRIC:±N% with METRIC one of "
+                f"{', '.join(METRICS)}"
+            )
+        text = raw.strip().rstrip("%").strip()
+        try:
+            v = float(text)
+        except ValueError:
+            raise ValueError(f"--tolerance {item!r}: {raw!r} is not a percentage") from None
+        higher_better = METRICS[key][0]
+        if text.startswith(("+", "-")) and v != 0 and (v > 0) == higher_better:
+            bad = "drops" if higher_better else "rises"
+            sign = "-" if higher_better else "+"
+            raise ValueError(
+                f"--tolerance {item!r}: {key} regresses when it {bad}; write "
+                f"{key}:{sign}{abs(v):g}%"
+            )
+        out[key] = abs(v)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# loading
+# ----------------------------------------------------------------------------------------------
+
+
+def _load(path: Path) -> tuple[str, dict[str, Any]]:
+    """("profile" | "sweep", data) from a folder or one of the two JSON exports."""
+    from llmbench.runner.point.artifacts import GENAI_PERF_JSON
+    from llmbench.runner.sweep.analyze import ANALYZE_JSON
+
+    candidates = [path] if path.is_file() else [path / ANALYZE_JSON, path / GENAI_PERF_JSON]
+    for c in candidates:
+        if c.is_file():
+            try:
+                data = json.loads(c.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{c}: not readable JSON ({exc})") from None
+            if not isinstance(data, dict):
+                raise ValueError(f"{c}: not an llmbench export")
+            return ("sweep" if "points" in data and "sweep_type" in data else "profile"), data
+    raise ValueError(
+        f"{path}: no {ANALYZE_JSON} or {GENAI_PERF_JSON} (is it an llmbench result folder?)"
+    )
+
+
+def _profile_metrics(s: dict[str, Any]) -> dict[str, float | None]:
+    def get(key: str, stat: str) -> float | None:
+        entry = s.get(key) or {}
+        v = entry.get(stat)
+        return float(v) if v is not None else None
+
+    out: dict[str, float | None] = {
+        "ott": get("output_token_throughput", "avg"),
+        "rps": get("request_throughput", "avg"),
+        "goodput": get("goodput", "avg"),
+    }
+    for short, key in _SUMMARY_KEYS.items():
+        out[f"{short}_p99"] = get(key, "p99")
+        out[f"{short}_avg"] = get(key, "avg")
+    out["ttft_p50"] = get("time_to_first_token", "p50")
+    measured = (s.get("window") or {}).get("measured_requests")
+    errors = (s.get("errors") or {}).get("total")
+    out["error_rate"] = errors / measured if measured and errors is not None else None
+    return out
+
+
+def _point_metrics(p: dict[str, Any]) -> dict[str, float | None]:
+    m = p.get("metrics") or {}
+    return {
+        "ott": m.get("ott"),
+        "rps": m.get("rps"),
+        "goodput": m.get("goodput"),
+        "ttft_p99": m.get("ttft_p99_ms"),
+        "itl_p99": m.get("itl_p99_ms"),
+        "e2e_p99": m.get("e2e_p99_ms"),
+    }
+
+
+def _sweep_metrics(d: dict[str, Any]) -> dict[str, float | None]:
+    otts = [p["metrics"]["ott"] for p in d["points"] if p["metrics"].get("ott") is not None]
+    slo = d.get("slo") or {}
+    return {
+        "max_ott_under_slo": slo.get("max_ott") if slo else None,
+        "peak_ott": max(otts) if otts else None,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# comparing
+# ----------------------------------------------------------------------------------------------
+
+
+def _row(
+    scope: str, metric: str, a: float | None, b: float | None, tolerances: dict[str, float]
+) -> Row:
+    change = None
+    if a is not None and b is not None:
+        change = (b - a) / abs(a) * 100 if a != 0 else (0.0 if b == 0 else None)
+    tol = tolerances.get(metric)
+    if tol is None:
+        verdict = ""
+    elif a is None and b is None:
+        verdict = "n/a"
+    elif a is None or b is None:
+        verdict = "missing" if b is None else "new"
+    elif change is None:  # from zero to something: infinitely worse or better
+        higher_better = METRICS[metric][0]
+        verdict = "improved" if (b > a) == higher_better else "regression"
+    else:
+        higher_better = METRICS[metric][0]
+        bad = -change if higher_better else change
+        verdict = "regression" if bad > tol else ("improved" if -bad > tol else "ok")
+    return Row(scope, metric, a, b, change, tol, verdict)
+
+
+def compare(a_path: Path, b_path: Path, tolerances: dict[str, float]) -> list[Row]:
+    """Every compared metric as rows; ValueError when A and B are not comparable."""
+    kind_a, a = _load(a_path)
+    kind_b, b = _load(b_path)
+    if kind_a != kind_b:
+        raise ValueError(f"{a_path} is a {kind_a} and {b_path} a {kind_b}: compare like with like")
+    rows: list[Row] = []
+    if kind_a == "profile":
+        ma, mb = _profile_metrics(a), _profile_metrics(b)
+        for k in ma:
+            if ma[k] is not None or mb[k] is not None:
+                rows.append(_row("profile", k, ma[k], mb[k], tolerances))
+        return rows
+    if a["sweep_type"] != b["sweep_type"]:
+        raise ValueError(
+            f"{a_path} sweeps {a['sweep_type']} and {b_path} sweeps {b['sweep_type']}"
+        )
+    sa, sb = _sweep_metrics(a), _sweep_metrics(b)
+    for k in sa:
+        if sa[k] is not None or sb[k] is not None:
+            rows.append(_row("sweep", k, sa[k], sb[k], tolerances))
+    pa = {p["value"]: p for p in a["points"]}
+    pb = {p["value"]: p for p in b["points"]}
+    for value in sorted(set(pa) | set(pb)):
+        label = (pa.get(value) or pb[value])["label"]
+        if value not in pb or value not in pa:
+            rows.append(Row(label, "point", None, None, None, None,
+                            "only in A" if value not in pb else "only in B"))
+            continue
+        ma, mb = _point_metrics(pa[value]), _point_metrics(pb[value])
+        for k in ma:
+            if ma[k] is not None or mb[k] is not None:
+                rows.append(_row(label, k, ma[k], mb[k], tolerances))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# output
+# ----------------------------------------------------------------------------------------------
+
+
+def _num(v: float | None) -> str:
+    return "N/A" if v is None else f"{v:.2f}"
+
+
+def _pct(v: float | None, signed: bool = True) -> str:
+    if v is None:
+        return "N/A"
+    return f"{v:+.1f}%" if signed else f"{v:g}%"
+
+
+def render(rows: Sequence[Row], fmt: str) -> str:
+    """``csv`` or ``json`` text; ``table`` is printed with rich by :func:`run`."""
+    if fmt == "json":
+        regressions = [r for r in rows if r.verdict in ("regression", "missing")]
+        return json.dumps(
+            {"regression": bool(regressions), "rows": [asdict(r) for r in rows]}, indent=1
+        )
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["Scope", "Metric", "A", "B", "Change (%)", "Tolerance (%)", "Verdict"])
+    for r in rows:
+        w.writerow([r.scope, r.metric, _num(r.a), _num(r.b),
+                    "N/A" if r.change_pct is None else f"{r.change_pct:.2f}",
+                    "" if r.tolerance_pct is None else f"{r.tolerance_pct:g}", r.verdict])
+    return buf.getvalue()
+
+
+def _signed_tolerance(r: Row) -> str:
+    """``-5%`` for throughput, ``+10%`` for latency: the direction that would regress."""
+    higher_better = METRICS[r.metric][0] if r.metric in METRICS else True
+    return f"{'-' if higher_better else '+'}{r.tolerance_pct:g}%"
+
+
+def _print_table(rows: Sequence[Row], a: Path, b: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"llmbench compare | A = {a} | B = {b}")
+    for name, just in (("scope", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
+                       ("change", "right"), ("tolerance", "right"), ("verdict", "left")):
+        table.add_column(name, justify=just, no_wrap=name in ("scope", "metric"))  # type: ignore[arg-type]
+    style = {"regression": "red", "missing": "red", "improved": "green", "ok": ""}
+    for r in rows:
+        s = style.get(r.verdict, "dim")
+        verdict = f"[{s}]{r.verdict}[/{s}]" if s else r.verdict
+        tol = "" if r.tolerance_pct is None else _signed_tolerance(r)
+        table.add_row(r.scope, r.metric, _num(r.a), _num(r.b), _pct(r.change_pct), tol, verdict)
+    Console(highlight=False).print(table)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``llmbench compare A B [--tolerance ...] [--format table|csv|json]``."""
+    p.add_argument("a", type=Path, help="baseline: a profile or analyze folder (or its JSON)")
+    p.add_argument("b", type=Path, help="candidate: same kind as A")
+    p.add_argument(
+        "--tolerance",
+        nargs="+",
+        default=None,
+        metavar="METRIC:±N%",
+        help="allowed bad-way change per metric, e.g. ott:-5%% ttft_p99:+10%% "
+        "(default: ott:-5%% ttft_p99:+10%% itl_p99:+10%%)",
+    )
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: no regression; 1: a metric regressed (or a point lost its value); 2: bad input."""
+    try:
+        tolerances = (
+            parse_tolerances(args.tolerance) if args.tolerance is not None
+            else dict(DEFAULT_TOLERANCES)
+        )
+        rows = compare(args.a, args.b, tolerances)
+    except ValueError as exc:
+        print(f"llmbench compare: error: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "table":
+        _print_table(rows, args.a, args.b)
+    else:
+        sys.stdout.write(render(rows, args.format))
+    bad = [r for r in rows if r.verdict in ("regression", "missing")]
+    if bad:
+        names = ", ".join(f"{r.scope} {r.metric}" for r in bad)
+        print(f"llmbench compare: regression: {names}", file=sys.stderr)
+        return 1
+    return 0

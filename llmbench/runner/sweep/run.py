@@ -1,0 +1,542 @@
+"""A sweep: many load points run strictly one after another, resumable, with repetitions.
+
+Why one process and one point at a time: two points at once would share the server and
+measure each other; a pod per point would pay its start-up for every point. Each finished
+point is written (GenAI-Perf's per-point folder) and recorded in ``checkpoint.json`` before the
+next one starts, so running the same command again after an interruption repeats nothing that
+finished, and says what it resumed.
+
+Sweep values (``--sweep-range start:end[:step]`` or ``--sweep-list a,b,c``):
+
+* ``concurrency`` without a step: ``start``, the powers of two between, and ``end``
+  (GenAI-Perf's default: ``1:256`` -> 1, 2, 4, ..., 256; ``3:20`` -> 3, 4, 8, 16, 20);
+* other types without a step: 8 evenly spaced values from ``start`` to ``end`` (rounded to
+  whole tokens for ``input_sequence_length``/``output_sequence_length``, duplicates dropped);
+* with a step: ``start, start + step, ...`` up to ``end`` (inclusive when it lands on it).
+
+Concurrency and sequence lengths are whole numbers >= 1; request rates are > 0.
+
+Point folders: ``<model>-<endpoint>-concurrency<N>`` (``request_rate<R>`` for rate sweeps);
+length sweeps append ``-isl<N>``/``-osl<N>`` to the load's own name; with repetitions,
+``-rep<k>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llmbench.runner.point.artifacts import GENAI_PERF_JSON, default_artifact_dir, write_atomic
+from llmbench.runner.spec import SWEEP_TYPES, Spec
+from llmbench.runner.sweep.knee import PointMetrics, find_knee
+
+__all__ = [
+    "CHECKPOINT",
+    "PointRun",
+    "Spread",
+    "SweepError",
+    "SweepResult",
+    "parse_sweep_list",
+    "run_sweep",
+    "sweep_values",
+]
+
+CHECKPOINT = "checkpoint.json"
+CHECKPOINT_VERSION = 1
+#: Default number of points of a stepless, non-concurrency range.
+LINEAR_POINTS = 8
+#: A repeated point whose (max - min) / mean exceeds this is flagged unstable.
+SPREAD_LIMIT = 0.10
+_INTEGER_TYPES = ("concurrency", "input_sequence_length", "output_sequence_length")
+
+
+class SweepError(Exception):
+    """A sweep cannot start or continue (bad checkpoint, mismatched resume)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# values
+# ----------------------------------------------------------------------------------------------
+
+
+def _prefix(flag: str, text: str) -> str:
+    return f"{flag} {text!r}: " if flag else ""
+
+
+def _number(text: str, flag: str, whole: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{_prefix(flag, whole)}{text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{_prefix(flag, whole)}{text!r} is not a finite number")
+    return v
+
+
+def _check_value(v: float, sweep_type: str, flag: str, whole: str) -> float:
+    p = _prefix(flag, whole)
+    if sweep_type in _INTEGER_TYPES:
+        if not float(v).is_integer():
+            raise ValueError(f"{p}{sweep_type} values must be whole numbers, got {v:g}")
+        if v < 1:
+            raise ValueError(f"{p}{sweep_type} values must be at least 1, got {v:g}")
+        return float(int(v))
+    if not v > 0:
+        raise ValueError(f"{p}{sweep_type} values must be greater than 0, got {v:g}")
+    return float(v)
+
+
+def parse_sweep_list(text: str, flag: str = "--sweep-list") -> list[float]:
+    """``"2,4,6"`` -> [2.0, 4.0, 6.0]; a non-number or an empty item is an error naming flag."""
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise ValueError(f"{_prefix(flag, text)}expected comma-separated numbers, e.g. 1,2,4,8")
+    return [_number(t, flag, text) for t in items]
+
+
+def _parse_range(text: str, sweep_type: str, flag: str) -> list[float]:
+    parts = text.strip().split(":")
+    if len(parts) not in (2, 3) or any(not p.strip() for p in parts):
+        raise ValueError(f"{_prefix(flag, text)}expected start:end or start:end:step")
+    start, end = (_number(p, flag, text) for p in parts[:2])
+    start = _check_value(start, sweep_type, flag, text)
+    end = _check_value(end, sweep_type, flag, text)
+    if start > end:
+        raise ValueError(f"{_prefix(flag, text)}start {start:g} is greater than end {end:g}")
+    if len(parts) == 3:
+        step = _number(parts[2], flag, text)
+        if not step > 0:
+            raise ValueError(f"{_prefix(flag, text)}step must be greater than 0, got {step:g}")
+        n = int(math.floor((end - start) / step + 1e-9)) + 1
+        if n > 10_000:
+            raise ValueError(f"{_prefix(flag, text)}{n} points is too many; use a larger step")
+        values = [start + i * step for i in range(n)]
+        return [_check_value(round(v, 9), sweep_type, flag, text) for v in values]
+    if sweep_type == "concurrency":
+        values = [start]
+        k = 1
+        while k <= end:
+            if k > start and k < end:
+                values.append(float(k))
+            k *= 2
+        if end > start:
+            values.append(end)
+        return values
+    if start == end:
+        return [start]
+    raw = np.linspace(start, end, LINEAR_POINTS)
+    if sweep_type in _INTEGER_TYPES:
+        out: list[float] = []
+        for v in raw:
+            r = float(round(float(v)))
+            if r not in out:
+                out.append(r)
+        return out
+    return [float(round(float(v), 6)) for v in raw]
+
+
+def sweep_values(
+    sweep_type: str,
+    range_text: str | None,
+    values: Sequence[float] | None,
+    flag: str = "--sweep-range",
+) -> list[float]:
+    """The points of a sweep in run order; ``ValueError`` naming ``flag`` on bad input."""
+    if sweep_type not in SWEEP_TYPES:
+        raise ValueError(f"--sweep-type {sweep_type!r}: expected one of {', '.join(SWEEP_TYPES)}")
+    if range_text is not None and values is not None:
+        raise ValueError("--sweep-range and --sweep-list: give only one")
+    if values is not None:
+        list_flag = "--sweep-list" if flag else ""
+        shown = ",".join(f"{v:g}" for v in values)
+        if not values:
+            raise ValueError(f"{_prefix(list_flag, shown)}the list is empty")
+        out = [_check_value(float(v), sweep_type, list_flag, shown) for v in values]
+        if len(set(out)) != len(out):
+            raise ValueError(f"{_prefix(list_flag, shown)}values repeat")
+        return out
+    if range_text is None:
+        raise ValueError("give --sweep-range start:end[:step] or --sweep-list a,b,c")
+    return _parse_range(range_text, sweep_type, flag)
+
+
+# ----------------------------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------------------------
+
+DONE = "done"
+FAILED = "failed"
+
+
+@dataclass
+class PointRun:
+    """One run of one point (one repetition): where it is, whether it finished, its numbers."""
+
+    name: str
+    value: float
+    repetition: int
+    status: str
+    reason: str | None = None
+    summary: dict[str, Any] | None = None
+    resumed: bool = False
+
+    def metrics(self) -> PointMetrics:
+        """The knee/SLO figures of this run (a failed run carries its reason)."""
+        if self.status != DONE or self.summary is None:
+            return PointMetrics(self.value, failed=self.reason or "failed")
+        return PointMetrics.from_summary(self.value, self.summary)
+
+
+#: Metrics whose spread across repetitions is reported: PointMetrics attribute → label.
+SPREAD_METRICS = {
+    "ttft_p99_ms": "p99 TTFT",
+    "itl_p99_ms": "p99 ITL",
+    "e2e_p99_ms": "p99 request latency",
+    "ott": "OTT",
+    "rps": "RPS",
+}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Mean, std, min, max of one metric over the repetitions of one point."""
+
+    mean: float
+    std: float
+    min: float
+    max: float
+    n: int
+
+    @property
+    def relative(self) -> float:
+        """(max - min) / mean: how far apart the repetitions landed."""
+        return (self.max - self.min) / self.mean if self.mean else 0.0
+
+    @property
+    def unstable(self) -> bool:
+        """Spread above 10 %: the point is not reproducible enough to compare on."""
+        return self.relative > SPREAD_LIMIT
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain dict for ``analyze_export_genai_perf.json``."""
+        return {
+            "mean": self.mean,
+            "std": self.std,
+            "min": self.min,
+            "max": self.max,
+            "n": self.n,
+            "spread_pct": self.relative * 100,
+            "unstable": self.unstable,
+        }
+
+
+def aggregate(runs: Sequence[PointRun]) -> tuple[PointMetrics, dict[str, Spread]]:
+    """Mean figures of a point's repetitions and each metric's spread.
+
+    Failed repetitions are left out of the means; if every repetition failed the point failed.
+    """
+    value = runs[0].value
+    ok = [r.metrics() for r in runs if r.status == DONE and r.summary is not None]
+    if not ok:
+        reason = next((r.reason for r in runs if r.reason), "failed")
+        return PointMetrics(value, failed=reason), {}
+    spreads: dict[str, Spread] = {}
+    means: dict[str, float | None] = {}
+    for attr in (*SPREAD_METRICS, "goodput"):
+        vals = [getattr(m, attr) for m in ok if getattr(m, attr) is not None]
+        if not vals:
+            means[attr] = None
+            continue
+        arr = np.asarray(vals, dtype=np.float64)
+        means[attr] = float(arr.mean())
+        if attr in SPREAD_METRICS:
+            spreads[attr] = Spread(
+                float(arr.mean()), float(arr.std()), float(arr.min()), float(arr.max()), len(vals)
+            )
+    good = [m.good_requests for m in ok if m.good_requests is not None]
+    mean_point = PointMetrics(
+        value=value,
+        ttft_p99_ms=means["ttft_p99_ms"],
+        itl_p99_ms=means["itl_p99_ms"],
+        e2e_p99_ms=means["e2e_p99_ms"],
+        ott=means["ott"],
+        rps=means["rps"],
+        goodput=means["goodput"],
+        completed=sum(m.completed for m in ok),
+        good_requests=sum(good) if len(good) == len(ok) else None,
+    )
+    return mean_point, spreads
+
+
+@dataclass
+class SweepResult:
+    """Everything a finished (or interrupted) sweep knows, in run order."""
+
+    spec: Spec
+    run_dir: Path
+    model: str
+    sweep_type: str
+    values: list[float]
+    runs: list[PointRun] = field(default_factory=list)
+    interrupted: bool = False
+    stopped_after_knee: bool = False
+    stopped_on_failure: bool = False
+    resumed: list[str] = field(default_factory=list)
+
+    def by_value(self) -> list[list[PointRun]]:
+        """Runs grouped per swept value, in sweep order (values not reached are left out)."""
+        groups: dict[float, list[PointRun]] = {}
+        for r in self.runs:
+            groups.setdefault(r.value, []).append(r)
+        return [groups[v] for v in self.values if v in groups]
+
+    def points(self) -> list[tuple[PointMetrics, dict[str, Spread]]]:
+        """Aggregated figures and spreads per value reached."""
+        return [aggregate(g) for g in self.by_value()]
+
+    def metrics(self) -> list[PointMetrics]:
+        """Aggregated figures per value reached, for the knee and SLO rules."""
+        return [p for p, _ in self.points()]
+
+    @property
+    def failed_runs(self) -> list[PointRun]:
+        """Runs that produced no result."""
+        return [r for r in self.runs if r.status == FAILED]
+
+
+# ----------------------------------------------------------------------------------------------
+# checkpoint
+# ----------------------------------------------------------------------------------------------
+
+
+def fingerprint(spec: Spec, model: str) -> str:
+    """What must match for a resume: the measured settings, not how the sweep ends."""
+    d = spec.to_dict()
+    d.pop("cost", None)
+    d.pop("schedule", None)
+    sw = d.get("sweep")
+    if isinstance(sw, dict):
+        sw.pop("stopAfterKnee", None)
+        sw.pop("onPointFailure", None)
+    d["_model"] = model
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_checkpoint(path: Path) -> dict[str, Any] | None:
+    """The checkpoint, None when there is none; :class:`SweepError` when it is unreadable."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SweepError(
+            f"{path} is corrupt ({exc}); delete it or pass --restart to start the sweep over"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("version") != CHECKPOINT_VERSION
+        or not isinstance(data.get("points"), dict)
+    ):
+        raise SweepError(
+            f"{path} is not a version-{CHECKPOINT_VERSION} llmbench checkpoint; delete it or "
+            "pass --restart to start the sweep over"
+        )
+    return data
+
+
+def write_checkpoint(result: SweepResult, fp: str) -> None:
+    """Records every finished or failed run; written after each point, atomically."""
+    data = {
+        "version": CHECKPOINT_VERSION,
+        "fingerprint": fp,
+        "model": result.model,
+        "sweep_type": result.sweep_type,
+        "values": result.values,
+        "repetitions": result.spec.repetitions,
+        "points": {
+            r.name: {
+                "value": r.value,
+                "repetition": r.repetition,
+                "status": r.status,
+                "reason": r.reason,
+            }
+            for r in result.runs
+        },
+        "stopped_after_knee": result.stopped_after_knee,
+        "complete": not result.interrupted and len(result.runs) > 0,
+    }
+    write_atomic(result.run_dir / CHECKPOINT, json.dumps(data, indent=1))
+
+
+# ----------------------------------------------------------------------------------------------
+# running
+# ----------------------------------------------------------------------------------------------
+
+
+def point_name(spec: Spec, model: str, sweep_type: str, value: float, repetition: int) -> str:
+    """The per-point folder name, GenAI-Perf style (see the module docstring)."""
+    et = spec.target.endpoint_type
+    if sweep_type in ("concurrency", "request_rate"):
+        name = default_artifact_dir(model, et, sweep_type, value).name
+    else:
+        load = spec.load
+        mode_value: float = (
+            load.request_rate or 1.0 if load.mode == "request_rate" else load.concurrency
+        )
+        name = default_artifact_dir(model, et, load.mode, mode_value).name
+        name += f"-{'isl' if sweep_type == 'input_sequence_length' else 'osl'}{int(value)}"
+    if spec.repetitions > 1:
+        name += f"-rep{repetition}"
+    return name
+
+
+PointRunner = Callable[[Any, asyncio.Event], Awaitable[Any]]
+Notify = Callable[[str], None]
+
+
+async def _default_runner(cfg: Any, stop: asyncio.Event) -> Any:
+    from llmbench.runner.point.profile import run_profile
+
+    return await run_profile(cfg, stop=stop)
+
+
+def _failure_reason(summary: dict[str, Any]) -> str | None:
+    """Why a point produced nothing, from its error counts; None if something completed."""
+    window = summary.get("window") or {}
+    if window.get("completed_requests"):
+        return None
+    errors = summary.get("errors") or {}
+    kinds = errors.get("by_type") or {}
+    if not kinds:
+        return "no request completed"
+    parts = [f"{k} x{v['count']}: {v.get('sample', '')}".strip() for k, v in kinds.items()]
+    return "no request completed (" + "; ".join(parts) + ")"
+
+
+async def run_sweep(
+    spec: Spec,
+    run_dir: Path,
+    *,
+    model: str,
+    run_point: PointRunner | None = None,
+    stop: asyncio.Event | None = None,
+    notify: Notify | None = None,
+    restart: bool = False,
+    api_key: str | None = None,
+    headers: dict[str, str] | None = None,
+    on_point: Callable[[SweepResult], None] | None = None,
+    preflight: bool = True,
+    point_options: dict[str, Any] | None = None,
+) -> SweepResult:
+    """Runs (or resumes) every point of ``spec`` into ``run_dir``.
+
+    ``run_point(cfg, stop)`` measures one point (default: :func:`run_profile`); tests pass
+    their own. ``preflight`` checks the target before each point, so a server that went
+    down fails that point with the reason instead of a timeout. ``on_point`` sees the result
+    after every point (e.g. to rewrite the CSV). ``point_options`` are set on every point's
+    ProfileConfig (e.g. ``{"telemetry": collector}``): runtime objects the spec cannot hold.
+    Raises :class:`SweepError` for a corrupt or foreign checkpoint.
+    """
+    from llmbench.runner.client.transport import ConnectError
+    from llmbench.runner.point.profile import ProfileError
+
+    say = notify or (lambda _msg: None)
+    runner = run_point or _default_runner
+    stop = stop or asyncio.Event()
+    sweep_type = spec.sweep.type if spec.sweep is not None else spec.load.mode
+    raw_values = spec.points()
+    load_value = (
+        float(spec.load.request_rate or 0.0)
+        if spec.load.mode == "request_rate"
+        else float(spec.load.concurrency)
+    )
+    values = [v if v is not None else load_value for v in raw_values]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fp = fingerprint(spec, model)
+    ckpt_path = run_dir / CHECKPOINT
+    ckpt = None if restart else read_checkpoint(ckpt_path)
+    if ckpt is not None and ckpt.get("fingerprint") != fp:
+        raise SweepError(
+            f"{ckpt_path} belongs to a different sweep (other settings or model); use another "
+            "--artifact-dir, or pass --restart to start this one over"
+        )
+    done: dict[str, dict[str, Any]] = (
+        {k: v for k, v in ckpt["points"].items() if v.get("status") == DONE} if ckpt else {}
+    )
+    result = SweepResult(spec, run_dir, model, sweep_type, values)
+    on_failure = spec.sweep.on_point_failure if spec.sweep is not None else "continue"
+    stop_after_knee = spec.sweep is not None and spec.sweep.stop_after_knee
+    total = len(values) * spec.repetitions
+    n = 0
+    for vi, (value, raw) in enumerate(zip(values, raw_values, strict=True)):
+        for rep in range(1, spec.repetitions + 1):
+            n += 1
+            name = point_name(spec, model, sweep_type, value, rep)
+            point_dir = run_dir / name
+            if name in done:
+                try:
+                    summary = json.loads((point_dir / GENAI_PERF_JSON).read_text("utf-8"))
+                except (OSError, ValueError):
+                    say(f"{name}: checkpoint says done but its results are missing; re-running")
+                else:
+                    result.runs.append(PointRun(name, value, rep, DONE, None, summary, True))
+                    result.resumed.append(name)
+                    continue
+            if stop.is_set():
+                result.interrupted = True
+                break
+            if n == len(result.resumed) + 1 and result.resumed:
+                say(
+                    f"resuming from {ckpt_path}: {len(result.resumed)} of {total} points already "
+                    f"done ({', '.join(result.resumed)}); continuing with {name}"
+                )
+            cfg = spec.to_profile_config(raw, api_key=api_key, headers=headers, preflight=preflight)
+            cfg.model = model
+            cfg.artifact_dir = point_dir
+            for key, option in (point_options or {}).items():
+                setattr(cfg, key, option)
+            say(f"[{n}/{total}] {name}")
+            try:
+                pr = await runner(cfg, stop)
+            except (ProfileError, ConnectError, OSError, TimeoutError) as exc:
+                run = PointRun(name, value, rep, FAILED, f"{type(exc).__name__}: {exc}")
+            else:
+                summary = pr.summary
+                if summary.get("interrupted"):
+                    result.interrupted = True
+                    say(f"{name}: interrupted; it will run again when the sweep resumes")
+                    break
+                reason = _failure_reason(summary)
+                run = PointRun(name, value, rep, FAILED if reason else DONE, reason, summary)
+            result.runs.append(run)
+            write_checkpoint(result, fp)
+            if on_point is not None:
+                on_point(result)
+            if run.status == FAILED:
+                say(f"{name}: FAILED: {run.reason}")
+                if on_failure == "stop":
+                    result.stopped_on_failure = True
+                    break
+        if result.interrupted or result.stopped_on_failure:
+            break
+        if stop_after_knee and sweep_type in ("concurrency", "request_rate"):
+            knee = find_knee(result.metrics(), sweep_type=sweep_type)
+            if knee is not None and vi >= _index_of(result, knee.value) + 1:
+                result.stopped_after_knee = vi < len(values) - 1
+                break
+    if result.resumed and len(result.resumed) == len(result.runs):
+        say(f"{ckpt_path}: all {len(result.resumed)} points were already done; nothing re-run")
+    write_checkpoint(result, fp)
+    return result
+
+
+def _index_of(result: SweepResult, value: float) -> int:
+    return [g[0].value for g in result.by_value()].index(value)

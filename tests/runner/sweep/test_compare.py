@@ -1,0 +1,118 @@
+"""``llmbench compare``: verdicts against tolerances, exit codes and output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from llmbench.cli import main
+from llmbench.runner.point.artifacts import GENAI_PERF_JSON
+from llmbench.runner.sweep.analyze import ANALYZE_JSON
+from llmbench.runner.sweep.compare import compare, parse_tolerances
+
+
+def profile(d: Path, ott: float, ttft_p99: float, itl_p99: float = 5.0, errors: int = 0) -> Path:
+    d.mkdir(parents=True)
+    (d / GENAI_PERF_JSON).write_text(json.dumps({
+        "output_token_throughput": {"avg": ott},
+        "request_throughput": {"avg": ott / 100},
+        "time_to_first_token": {"avg": ttft_p99 / 2, "p50": ttft_p99 / 2, "p99": ttft_p99},
+        "inter_token_latency": {"avg": itl_p99, "p99": itl_p99},
+        "request_latency": {"avg": 500.0, "p99": 900.0},
+        "errors": {"total": errors, "by_type": {}},
+        "window": {"measured_requests": 100},
+    }))
+    return d
+
+
+def sweep(d: Path, points: list[tuple[float, float, float]], max_ott: float | None) -> Path:
+    d.mkdir(parents=True)
+    (d / ANALYZE_JSON).write_text(json.dumps({
+        "model": "m", "sweep_type": "concurrency", "values": [p[0] for p in points],
+        "points": [
+            {"value": v, "label": f"concurrency {v:g}", "name": f"m-chat-concurrency{v:g}",
+             "metrics": {"ott": ott, "rps": ott / 100, "goodput": None, "ttft_p99_ms": t,
+                         "itl_p99_ms": 5.0, "e2e_p99_ms": 100.0}}
+            for v, ott, t in points
+        ],
+        "slo": {"max_ott": max_ott} if max_ott is not None else None,
+    }))
+    return d
+
+
+def test_tolerance_parsing() -> None:
+    assert parse_tolerances(["ott:-5%", "ttft_p99:+10%", "itl_p99:7"]) == {
+        "ott": 5.0, "ttft_p99": 10.0, "itl_p99": 7.0}
+    with pytest.raises(ValueError, match="ott regresses when it drops; write ott:-5%"):
+        parse_tolerances(["ott:+5%"])
+    with pytest.raises(ValueError, match="ttft_p99 regresses when it rises; write ttft_p99:\\+3%"):
+        parse_tolerances(["ttft_p99:-3%"])
+    with pytest.raises(ValueError, match="--tolerance 'speed:5%': expected METRIC"):
+        parse_tolerances(["speed:5%"])
+    with pytest.raises(ValueError, match="'x%' is not a percentage"):
+        parse_tolerances(["ott:x%"])
+
+
+def test_profile_verdicts(tmp_path: Path) -> None:
+    a = profile(tmp_path / "a", ott=1000, ttft_p99=100)
+    b = profile(tmp_path / "b", ott=940, ttft_p99=108)  # OTT -6 %, TTFT +8 %
+    rows = {r.metric: r for r in compare(a, b, {"ott": 5, "ttft_p99": 10, "itl_p99": 10})}
+    assert rows["ott"].verdict == "regression" and rows["ott"].change_pct == pytest.approx(-6)
+    assert rows["ttft_p99"].verdict == "ok"
+    assert rows["itl_p99"].verdict == "ok"
+    assert rows["rps"].verdict == ""  # no tolerance: information only
+    c = profile(tmp_path / "c", ott=1100, ttft_p99=80)
+    rows = {r.metric: r for r in compare(a, c, {"ott": 5, "ttft_p99": 10})}
+    assert rows["ott"].verdict == "improved" and rows["ttft_p99"].verdict == "improved"
+
+
+def test_exit_codes_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = profile(tmp_path / "a", ott=1000, ttft_p99=100)
+    same = profile(tmp_path / "same", ott=990, ttft_p99=101)
+    worse = profile(tmp_path / "worse", ott=1000, ttft_p99=130)
+    assert main(["compare", str(a), str(same)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(a), str(worse), "--format", "json"]) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["regression"] is True
+    ttft = next(r for r in data["rows"] if r["metric"] == "ttft_p99")
+    assert ttft["verdict"] == "regression" and ttft["change_pct"] == pytest.approx(30)
+    assert "regression: profile ttft_p99" in captured.err
+    # a looser tolerance lets it pass
+    assert main(["compare", str(a), str(worse), "--tolerance", "ttft_p99:+50%"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(a) + "/" + GENAI_PERF_JSON, str(worse), "--format", "csv"]) == 1
+    rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+    assert rows[0] == ["Scope", "Metric", "A", "B", "Change (%)", "Tolerance (%)", "Verdict"]
+    assert ["profile", "ttft_p99", "100.00", "130.00", "30.00", "10", "regression"] in rows
+
+
+def test_sweeps_match_points_by_value(tmp_path: Path) -> None:
+    a = sweep(tmp_path / "a", [(1, 100, 10), (2, 200, 11), (4, 400, 12)], max_ott=400)
+    b = sweep(tmp_path / "b", [(1, 100, 10), (2, 170, 11), (8, 500, 40)], max_ott=170)
+    rows = compare(a, b, {"ott": 5, "max_ott_under_slo": 5})
+    by = {(r.scope, r.metric): r for r in rows}
+    assert by[("sweep", "max_ott_under_slo")].verdict == "regression"
+    assert by[("concurrency 2", "ott")].verdict == "regression"
+    assert by[("concurrency 1", "ott")].verdict == "ok"
+    assert by[("concurrency 4", "point")].verdict == "only in A"
+    assert by[("concurrency 8", "point")].verdict == "only in B"
+
+
+def test_incomparable_inputs_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = profile(tmp_path / "a", ott=1, ttft_p99=1)
+    s = sweep(tmp_path / "s", [(1, 1, 1)], None)
+    assert main(["compare", str(a), str(s)]) == 2
+    assert "compare like with like" in capsys.readouterr().err
+    assert main(["compare", str(a), str(tmp_path / "nowhere")]) == 2
+    assert "is it an llmbench result folder" in capsys.readouterr().err
+    assert main(["compare", str(a), str(a), "--tolerance", "ott:+1%"]) == 2
+
+
