@@ -9,6 +9,12 @@
 #        ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/llm-d-inference-sim-<version>/bin/
 # A warm run (all binaries present) exits in about a second.
 #
+# Concurrency: a build holds an flock on $CACHE/.build.lock (a second run says whom it waits
+# for, then re-checks and usually finds the binaries built), works in a private
+# $CACHE/.tmp-XXXXXX directory and renames each finished bin/ into place, so concurrent runs
+# (two CI jobs, a test and a person) never delete each other's sources or see half-written
+# binaries. Logs of the last build stay next to bin/ (tidy.log, build.log).
+#
 # Recipe: `go install k8s.io/kubernetes/...@v` is impossible because k8s' go.mod replaces its
 # staging modules with ./staging paths. A throwaway wrapper module requires k8s.io/kubernetes
 # vX.Y.Z and replaces every k8s.io/* module that go.mod requires at v0.0.0 with v0.Y.Z.
@@ -19,7 +25,9 @@ SIM_VERSION="${LLMBENCH_SIM_VERSION:-v0.10.2}"
 CACHE="${LLMBENCH_CACHE:-$HOME/.cache/llmbench}"
 K8S_DIR="$CACHE/k8s-$K8S_VERSION"
 BIN="$K8S_DIR/bin"
-SIM_BIN="$CACHE/llm-d-inference-sim-$SIM_VERSION/bin"
+SIM_DIR="$CACHE/llm-d-inference-sim-$SIM_VERSION"
+SIM_BIN="$SIM_DIR/bin"
+LOCK="$CACHE/.build.lock"
 JOBS="${LLMBENCH_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 die() { echo "hack/cluster/build.sh: $*" >&2; exit 1; }
@@ -30,15 +38,31 @@ MINOR="${BASH_REMATCH[1]}"
 STAGING_VERSION="v0.${MINOR}.${BASH_REMATCH[2]}"
 
 K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler)
-need_k8s=0
-for c in "${K8S_CMDS[@]}" etcd; do [[ -x "$BIN/$c" ]] || need_k8s=1; done
-need_sim=0
-[[ -x "$SIM_BIN/llm-d-inference-sim" ]] || need_sim=1
+check_cached() {
+  need_k8s=0
+  for c in "${K8S_CMDS[@]}" etcd; do [[ -x "$BIN/$c" ]] || need_k8s=1; done
+  need_sim=0
+  [[ -x "$SIM_BIN/llm-d-inference-sim" ]] || need_sim=1
+  if [[ $need_k8s == 0 && $need_sim == 0 ]]; then
+    echo "cluster binaries: cached in $BIN and $SIM_BIN (warm, nothing to build)"
+    exit 0
+  fi
+}
+check_cached
 
-if [[ $need_k8s == 0 && $need_sim == 0 ]]; then
-  echo "cluster binaries: cached in $BIN and $SIM_BIN (warm, nothing to build)"
-  exit 0
+# ---- lock: one build per cache at a time ----------------------------------------------------
+command -v flock >/dev/null 2>&1 \
+  || die "step lock: no 'flock' found — install util-linux (it provides flock)"
+{ mkdir -p "$CACHE" && exec 9>>"$LOCK"; } 2>/dev/null \
+  || die "step lock: cannot create $LOCK — make $CACHE writable or set LLMBENCH_CACHE to a writable directory"
+if ! flock -n 9; then
+  holder="$(head -c 32 "$LOCK" 2>/dev/null | tr -dc '0-9' || true)"
+  echo "cluster binaries: waiting for another build (pid ${holder:-unknown}) to finish — lock $LOCK"
+  flock 9
 fi
+echo "$$" >"$LOCK"
+# Another run may have built everything while we waited.
+check_cached
 
 # ---- Go toolchain -------------------------------------------------------------------------
 GO="${GO:-}"
@@ -53,13 +77,32 @@ gov="$("$GO" env GOVERSION 2>/dev/null || true)"
 (( BASH_REMATCH[1] >= 25 )) || die "step go-toolchain: $gov is too old — Kubernetes $K8S_VERSION needs Go >= 1.25; install a newer Go or set GO="
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
 
+# ---- private work directory ---------------------------------------------------------------
+# We hold the lock, so any other .tmp-* is left over from a killed run: remove it.
+rm -rf "$CACHE"/.tmp-*
+TMP="$(mktemp -d "$CACHE/.tmp-XXXXXX")" \
+  || die "step workdir: cannot create a temporary directory in $CACHE — check free space and permissions"
+cleanup() { rm -rf "$TMP"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# install_bin NEW DEST: put the complete directory NEW at DEST (rename on the same filesystem;
+# an incomplete DEST from an older run is moved aside into $TMP first).
+install_bin() {
+  if [[ -e "$2" ]]; then
+    mv -T "$2" "$(mktemp -d "$TMP/old-XXXXXX")/bin" || die "step install: cannot move the incomplete $2 aside"
+  fi
+  mv -T "$1" "$2" || die "step install: cannot rename $1 to $2"
+}
+
 start=$(date +%s)
-mkdir -p "$K8S_DIR" "$SIM_BIN"
 
 # ---- Kubernetes + etcd --------------------------------------------------------------------
 if [[ $need_k8s == 1 ]]; then
-  SRC="$K8S_DIR/src"
-  rm -rf "$SRC"; mkdir -p "$SRC/etcd"
+  SRC="$TMP/k8s-src"
+  OUT="$TMP/k8s-bin"
+  mkdir -p "$SRC/etcd" "$OUT" "$K8S_DIR"
   echo "step download: fetching k8s.io/kubernetes@$K8S_VERSION go.mod"
   gomod="$(cd "$SRC" && "$GO" mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>&1 | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')" || true
   [[ -n "$gomod" && -f "$gomod" ]] \
@@ -109,41 +152,41 @@ import (
 func main() { etcdmain.Main(os.Args) }
 EOF
   echo "step download: resolving modules (k8s $K8S_VERSION, staging $STAGING_VERSION, etcd $etcd_ver)"
-  (cd "$SRC" && "$GO" mod tidy >"$SRC/tidy.log" 2>&1) \
-    || die "step download: 'go mod tidy' failed (see $SRC/tidy.log: $(tail -1 "$SRC/tidy.log")) — check network/GOPROXY"
+  (cd "$SRC" && "$GO" mod tidy >"$K8S_DIR/tidy.log" 2>&1) \
+    || die "step download: 'go mod tidy' failed (see $K8S_DIR/tidy.log: $(tail -1 "$K8S_DIR/tidy.log")) — check network/GOPROXY"
   ver_pkg=k8s.io/component-base/version
   ldflags="-s -w -X $ver_pkg.gitVersion=$K8S_VERSION -X $ver_pkg.gitMajor=1 -X $ver_pkg.gitMinor=$MINOR"
   ldflags+=" -X $ver_pkg.gitTreeState=clean -X $ver_pkg.buildDate=1970-01-01T00:00:00Z"
-  mkdir -p "$SRC/out"
   echo "step compile: go build ${K8S_CMDS[*]} etcd (-p $JOBS; a cold build takes ~10-15 min on 2 cores)"
-  (cd "$SRC" && "$GO" build -p "$JOBS" -ldflags "$ldflags" -o "$SRC/out/" \
+  (cd "$SRC" && "$GO" build -p "$JOBS" -ldflags "$ldflags" -o "$OUT/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler >"$SRC/build.log" 2>&1 \
-    && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$SRC/out/etcd" ./etcd >>"$SRC/build.log" 2>&1) \
-    || die "step compile: go build failed (see $SRC/build.log: $(tail -1 "$SRC/build.log"))"
-  mkdir -p "$BIN"
-  for c in "${K8S_CMDS[@]}" etcd; do mv -f "$SRC/out/$c" "$BIN/$c"; done
-  "$BIN/kube-apiserver" --version
-  "$BIN/etcd" --version | sed -n 1p
+      k8s.io/kubernetes/cmd/kube-scheduler >"$K8S_DIR/build.log" 2>&1 \
+    && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$OUT/etcd" ./etcd >>"$K8S_DIR/build.log" 2>&1) \
+    || die "step compile: go build failed (see $K8S_DIR/build.log: $(tail -1 "$K8S_DIR/build.log"))"
+  "$OUT/kube-apiserver" --version || die "step compile: the built kube-apiserver does not run (see $K8S_DIR/build.log)"
+  "$OUT/etcd" --version | sed -n 1p
+  install_bin "$OUT" "$BIN"
 fi
 
 # ---- llm-d-inference-sim ------------------------------------------------------------------
 if [[ $need_sim == 1 ]]; then
   # `go install ...@version` also asks the proxy for the module's version list (deprecation
   # check), which the proxy here refuses; a wrapper module needs only the pinned version.
-  SSRC="$CACHE/llm-d-inference-sim-$SIM_VERSION/src"
-  rm -rf "$SSRC"; mkdir -p "$SSRC"
+  SSRC="$TMP/sim-src"
+  SOUT="$TMP/sim-bin"
+  mkdir -p "$SSRC" "$SOUT" "$SIM_DIR"
   printf 'module llmbench.local/simbuild\n\ngo 1.25.7\n\nrequire github.com/llm-d/llm-d-inference-sim %s\n' \
     "$SIM_VERSION" >"$SSRC/go.mod"
   printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim"\n' \
     >"$SSRC/tools.go"
   echo "step download: resolving github.com/llm-d/llm-d-inference-sim@$SIM_VERSION"
-  (cd "$SSRC" && "$GO" mod tidy >"$SSRC/tidy.log" 2>&1) \
-    || die "step download: llm-d-inference-sim $SIM_VERSION: 'go mod tidy' failed (see $SSRC/tidy.log: $(tail -1 "$SSRC/tidy.log")) — check network/GOPROXY"
+  (cd "$SSRC" && "$GO" mod tidy >"$SIM_DIR/tidy.log" 2>&1) \
+    || die "step download: llm-d-inference-sim $SIM_VERSION: 'go mod tidy' failed (see $SIM_DIR/tidy.log: $(tail -1 "$SIM_DIR/tidy.log")) — check network/GOPROXY"
   echo "step compile: go build llm-d-inference-sim $SIM_VERSION"
-  (cd "$SSRC" && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$SIM_BIN/llm-d-inference-sim" \
-      github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim >"$SSRC/build.log" 2>&1) \
-    || die "step compile: building llm-d-inference-sim $SIM_VERSION failed (see $SSRC/build.log: $(tail -1 "$SSRC/build.log"))"
+  (cd "$SSRC" && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$SOUT/llm-d-inference-sim" \
+      github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim >"$SIM_DIR/build.log" 2>&1) \
+    || die "step compile: building llm-d-inference-sim $SIM_VERSION failed (see $SIM_DIR/build.log: $(tail -1 "$SIM_DIR/build.log"))"
+  install_bin "$SOUT" "$SIM_BIN"
 fi
 
 end=$(date +%s)

@@ -1,19 +1,27 @@
 """The cluster scripts themselves: figures printed, bad input and faults give one clear line,
-a half-started cluster is torn down. These start their own throwaway control planes, so they
-need the cached binaries but not LLMBENCH_E2E_KUBECONFIG."""
+a half-started cluster is torn down, concurrent builds wait for each other. These start their
+own throwaway control planes, so they need the cached binaries but not LLMBENCH_E2E_KUBECONFIG.
+
+Nothing here starts a cold build (~11 min): the tests that need the real binaries fail at once
+if ``bash hack/cluster/build.sh`` has not been run (``.ci/run`` always runs it first); the
+build-script tests use a throwaway LLMBENCH_CACHE and stop before compiling."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import select
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.cluster import Cluster, ClusterError
+from tests.cluster import COMPONENTS, K8S_VERSION, Cluster, ClusterError, bin_dir, sim_binary
 from tests.cluster.controlplane import _alive
 
 pytestmark = [
@@ -26,16 +34,124 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "hack" / "cluster" / "build.sh"
+SIM_VERSION = "v0.10.2"
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120, **kw)
+def _kill_group(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run(cmd: list[str], timeout: float = 120, **kw) -> subprocess.CompletedProcess[str]:
+    """subprocess.run, but in its own process group, all of which is killed on timeout (a
+    build's go processes or a cluster's components are never left behind)."""
+    with subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+        **kw,
+    ) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(p)
+            out, err = p.communicate()
+            pytest.fail(f"{' '.join(cmd)} ran over {timeout} s (killed):\n{out}\n{err}")
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+def require_prebuilt() -> None:
+    """The real cluster binaries, built beforehand: fail now rather than start a cold build."""
+    wanted = [bin_dir() / c for c in COMPONENTS] + [sim_binary()]
+    missing = [str(b) for b in wanted if not os.access(b, os.X_OK)]
+    if missing:
+        pytest.fail(
+            f"cluster binaries missing: {', '.join(missing)} — run 'bash hack/cluster/build.sh "
+            f"{K8S_VERSION}' first (cold build ~11 min); these tests never start a build",
+            pytrace=False,
+        )
+
+
+def _fake_binaries(cache: Path) -> list[Path]:
+    """Executable stand-ins where build.sh looks for the binaries (for a temp LLMBENCH_CACHE)."""
+    k8s_bin = cache / f"k8s-{K8S_VERSION}" / "bin"
+    sim_bin = cache / f"llm-d-inference-sim-{SIM_VERSION}" / "bin"
+    paths = [k8s_bin / c for c in COMPONENTS] + [sim_bin / "llm-d-inference-sim"]
+    for p in paths:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("#!/bin/sh\nexit 0\n")
+        p.chmod(0o755)
+    return paths
+
+
+def _build_env(cache: Path, **extra: str) -> dict[str, str]:
+    return dict(os.environ, LLMBENCH_CACHE=str(cache), LLMBENCH_SIM_VERSION=SIM_VERSION, **extra)
+
+
+def _read_until(p: subprocess.Popen, needle: bytes, timeout: float) -> bytes:
+    """What p wrote to stdout until it printed needle, exited, or timeout passed."""
+    assert p.stdout is not None
+    fd, buf = p.stdout.fileno(), b""
+    deadline = time.monotonic() + timeout
+    while needle not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
 
 
 def test_build_is_cached_after_first_run():
-    r = run(["bash", str(BUILD)])
+    require_prebuilt()
+    r = run(["bash", str(BUILD), K8S_VERSION], timeout=30)
     assert r.returncode == 0, r.stderr
     assert "warm, nothing to build" in r.stdout, r.stdout + r.stderr
+
+
+def test_second_build_waits_for_the_lock_then_finds_the_binaries(tmp_path):
+    """A run that finds the lock held says whom it waits for, waits, then re-checks: the
+    holder built everything meanwhile, so it exits warm without building (GO points nowhere,
+    so building would fail)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = _build_env(cache, GO=str(tmp_path / "no-go"))
+    with open(cache / ".build.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        with subprocess.Popen(
+            ["bash", str(BUILD), K8S_VERSION],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        ) as p:
+            try:
+                first = _read_until(p, b"\n", timeout=10).decode()
+                assert f"waiting for another build (pid {os.getpid()})" in first, first
+                assert p.poll() is None, "exited while the lock was still held"
+                fakes = _fake_binaries(cache)  # the holder's build completes...
+                fcntl.flock(lock, fcntl.LOCK_UN)  # ...and it lets go
+                out, err = p.communicate(timeout=10)
+            except BaseException:
+                if p.returncode is None:  # not reaped yet: its pid is still its group's id
+                    _kill_group(p)
+                raise
+    assert p.returncode == 0, first + out.decode() + err.decode()
+    assert "warm, nothing to build" in out.decode(), first + out.decode()
+    assert "step" not in out.decode() and not err, out.decode() + err.decode()
+    assert all(f.read_text() == "#!/bin/sh\nexit 0\n" for f in fakes)
+    assert not list(cache.glob(".tmp-*"))
 
 
 def test_build_without_go_says_which_step_and_fix(tmp_path):
@@ -62,6 +178,20 @@ def test_build_download_failure_says_which_step_and_fix(tmp_path):
     assert "step download" in err[0] and "GOPROXY" in err[0]
 
 
+def test_failed_build_leaves_no_temp_dir_and_no_partial_bin(tmp_path):
+    """The build works in a private .tmp-* directory (a stale one from a killed run is
+    removed under the lock) and renames a bin/ into place only when it is complete."""
+    cache = tmp_path / "cache"
+    (cache / ".tmp-stale" / "k8s-src").mkdir(parents=True)
+    env = _build_env(cache, GOPROXY="off", GOMODCACHE=str(tmp_path / "mod"))
+    r = run(["bash", str(BUILD), K8S_VERSION], timeout=60, env=env)
+    assert r.returncode != 0
+    assert "step download" in r.stderr, r.stdout + r.stderr
+    assert not list(cache.glob(".tmp-*")), sorted(p.name for p in cache.iterdir())
+    assert not (cache / f"k8s-{K8S_VERSION}" / "bin").exists()
+    assert not (cache / f"llm-d-inference-sim-{SIM_VERSION}" / "bin").exists()
+
+
 def test_build_rejects_bad_version(tmp_path):
     r = run(["bash", str(BUILD), "latest"], env=dict(os.environ, LLMBENCH_CACHE=str(tmp_path)))
     assert r.returncode != 0 and "step args" in r.stderr and "v1.35.4" in r.stderr
@@ -73,6 +203,7 @@ def test_missing_binaries_name_the_build_command(tmp_path):
 
 
 def test_port_in_use_is_one_clear_line_and_starts_nothing(tmp_path):
+    require_prebuilt()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -87,6 +218,7 @@ def test_port_in_use_is_one_clear_line_and_starts_nothing(tmp_path):
 
 
 def test_half_started_cluster_is_torn_down(tmp_path):
+    require_prebuilt()
     c = Cluster(workdir=tmp_path / "c", nodes="no-such-node-set", tie_to_parent=True)
     started: dict[str, int] = {}
     orig = c._spawn
@@ -110,6 +242,7 @@ def test_half_started_cluster_is_torn_down(tmp_path):
 
 
 def test_shell_scripts_print_start_time_and_rss_and_stop_everything(tmp_path):
+    require_prebuilt()
     d = tmp_path / "cli"
     scripts = ROOT / "hack" / "cluster"
     env = dict(os.environ, PYTHON=sys.executable)
