@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import psutil
 
-from llmbench.sim.server import spawn_sim
+from llmbench.sim import spawn_sim
 
 HERE = Path(__file__).resolve().parent
 

@@ -14,7 +14,7 @@ from time import perf_counter_ns
 import httpx
 import rawclient
 
-from llmbench.sim.server import output_words
+from llmbench.sim import output_words
 
 
 async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -> dict[str, float]:

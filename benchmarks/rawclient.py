@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
-from llmbench.sim.server import output_words
+from llmbench.sim import output_words
 
 _CONTENT = b'"content":"'
 _END = b"0\r\n\r\n"

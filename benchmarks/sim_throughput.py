@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
-from llmbench.sim.server import spawn_sim
+from llmbench.sim import spawn_sim
 
 _TAIL = b"0\r\n\r\n"
 

@@ -232,8 +232,9 @@ async def serve_dcgm(
 ) -> asyncio.Server:
     """Serve ``sim`` like dcgm-exporter does (``GET /metrics`` on its own port).
 
-    For ``llmbench sim --dcgm-port``: a second listener next to the OpenAI endpoint, so the
-    profile runner's ``--server-metrics-url http://host:9400/metrics`` works unchanged. Minimal
+    A listener of its own, the way the real exporter runs beside the inference server, so a
+    test can point ``--server-metrics-url http://host:PORT/metrics`` at it (``llmbench sim
+    --dcgm`` instead serves the same text at ``/dcgm/metrics`` on the sim's own port). Minimal
     HTTP/1.1 (one request per connection); close it with ``server.close()``.
     """
 

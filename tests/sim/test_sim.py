@@ -22,17 +22,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmbench.sim.server import (
+from llmbench.sim import (
     SimConfig,
     SimRecord,
     SimServer,
-    add_arguments,
     output_words,
-    run,
     run_sim_in_thread,
     sim_in_thread,
     spawn_sim,
 )
+from llmbench.sim.cli import add_arguments, run
 
 MODEL = "llmbench-sim"
 #: How late (ms) a timer may fire on a shared, loaded 2-core machine. Timing asserts check
