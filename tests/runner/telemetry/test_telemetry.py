@@ -15,29 +15,27 @@ from pathlib import Path
 
 import pytest
 
+from llmbench.cli.telemetry import add_arguments, collector_from_args
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
-from llmbench.runner.telemetry import (
+from llmbench.runner.report.tables import format_value, gpu_summary_rows_from_json
+from llmbench.runner.report.telemetry_plot import plot_telemetry
+from llmbench.runner.telemetry.model import (
     GPU_SUMMARY_COLUMNS,
     GpuFilter,
     Scrape,
     Stat,
     TelemetryResult,
-    add_arguments,
+)
+from llmbench.runner.telemetry.parse import compact_exposition, metrics_urls, parse_exposition
+from llmbench.runner.telemetry.summary import (
     client_facts,
-    collector_from_args,
-    compact_exposition,
     energy_efficiency,
-    format_value,
     gpu_summary_rows,
-    gpu_summary_rows_from_json,
-    metrics_urls,
-    parse_exposition,
-    plot_telemetry,
     summarize_scrapes,
     telemetry_json,
     telemetry_section,
-    validity_signals,
 )
+from llmbench.runner.telemetry.validity import validity_signals
 from llmbench.sim.dcgm import SIMULATED_MODEL_NAME, DcgmSimState, DcgmSimulator, render
 
 DATA = Path(__file__).parent / "data"

@@ -20,16 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmbench.runner.telemetry import (
-    GpuFilter,
-    TelemetryCollector,
-    TelemetryResult,
-    gpu_summary_rows,
-    summarize_scrapes,
-    validity_signals,
-)
+from llmbench.runner.telemetry.collector import TelemetryCollector
+from llmbench.runner.telemetry.model import GpuFilter, TelemetryResult
+from llmbench.runner.telemetry.summary import gpu_summary_rows, summarize_scrapes
+from llmbench.runner.telemetry.validity import validity_signals
+from llmbench.sim import SimConfig, SimServer
 from llmbench.sim.dcgm import CONTENT_TYPE, DcgmSimState, DcgmSimulator, serve_dcgm
-from llmbench.sim.server import SimConfig, SimServer
 
 DATA = Path(__file__).parent / "data"
 POD = GpuFilter(pods=("vllm-llama-0",), namespaces=("llm",))
