@@ -23,11 +23,9 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.append(str(REPO_ROOT))  # appended: the repo's operator/ must not shadow stdlib
+from tests.cluster import Cluster, ClusterError
 
-from tests.cluster import Cluster, ClusterError  # noqa: E402
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 KUBECTL = os.environ.get("KUBECTL", "kubectl")
 

@@ -17,11 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.runner.client.records import RequestRecord
-from llmbench.runner.telemetry import (
-    GPU_SUMMARY_COLUMNS,
-    format_gpu_row,
-    gpu_summary_rows_from_json,
-)
+from llmbench.runner.report.tables import format_gpu_row, gpu_summary_rows_from_json
+from llmbench.runner.telemetry.model import GPU_SUMMARY_COLUMNS
 
 PROFILE_EXPORT = "profile_export.json"
 GENAI_PERF_JSON = "profile_export_genai_perf.json"

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,91 +21,22 @@ from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import workload as workload_mod
 from llmbench.runner.load.engine import (
-    LoadConfig,
     Progress,
     expected_total,
     run_load,
     run_load_workers,
 )
-from llmbench.runner.point.artifacts import default_artifact_dir, write_profile_artifacts
+from llmbench.runner.point.artifacts import write_profile_artifacts
+from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import stats, summarize
-from llmbench.runner.telemetry import plot_telemetry, telemetry_section
+from llmbench.runner.report.telemetry_plot import plot_telemetry
+from llmbench.runner.telemetry.summary import telemetry_section
 from llmbench.tokenizer import load_tokenizer
 
 log = logging.getLogger("llmbench.profile")
 
-ENDPOINT_PATHS = {
-    "chat": "/v1/chat/completions",
-    "completions": "/v1/completions",
-    "embeddings": "/v1/embeddings",
-}
-
-
 class ProfileError(Exception):
     """A problem found before any load was sent; the message names the flag or URL to fix."""
-
-
-@dataclass
-class ProfileConfig:
-    """Everything one load point needs. The API key is kept out of ``repr`` and artefacts."""
-
-    url: str = "http://127.0.0.1:8000"
-    model: str | None = None
-    endpoint_type: str = "chat"
-    endpoint: str | None = None
-    streaming: bool = True
-    load: LoadConfig = field(default_factory=LoadConfig)
-    workload: workload_mod.WorkloadConfig = field(default_factory=workload_mod.WorkloadConfig)
-    tokenizer: str | None = None
-    goodput: dict[str, float] = field(default_factory=dict)
-    api_key: str | None = field(default=None, repr=False)
-    headers: dict[str, str] = field(default_factory=dict, repr=False)
-    artifact_dir: Path | None = None
-    preflight: bool = True
-    #: A ``telemetry.TelemetryCollector`` scraping DCGM / server metrics during the window.
-    telemetry: Any = field(default=None, repr=False)
-
-    def path(self) -> str:
-        return self.endpoint or ENDPOINT_PATHS[self.endpoint_type]
-
-    def load_label(self) -> tuple[str, float]:
-        if self.load.mode == "request_rate":
-            assert self.load.request_rate is not None
-            return "request_rate", self.load.request_rate
-        return "concurrency", self.load.concurrency
-
-    def resolved_artifact_dir(self) -> Path:
-        if self.artifact_dir is not None:
-            return self.artifact_dir
-        mode, value = self.load_label()
-        return default_artifact_dir(self.model or "model", self.endpoint_type, mode, value)
-
-    def public_dict(self) -> dict[str, Any]:
-        """The arguments as written to artefacts: no key, no header values (they may be secret)."""
-        d: dict[str, Any] = {
-            "url": self.url,
-            "model": self.model,
-            "endpoint_type": self.endpoint_type,
-            "endpoint": self.path(),
-            "streaming": self.streaming,
-            "tokenizer": self.tokenizer or "default",
-            "goodput": dict(self.goodput),
-            "headers": sorted(self.headers),
-            "api_key": "set" if self.api_key else None,
-        }
-        d.update({k: v for k, v in asdict(self.load).items()})
-        d.update({f"workload_{k}": v for k, v in _jsonable(asdict(self.workload)).items()})
-        return d
-
-    def auth_headers(self) -> dict[str, str]:
-        h = dict(self.headers)
-        if self.api_key:
-            h["Authorization"] = f"Bearer {self.api_key}"
-        return h
-
-
-def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
 
 
 @dataclass

@@ -8,13 +8,11 @@ without its folder.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import csv
 import html
 import io
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from llmbench.runner.point.artifacts import CSV_ROWS, GENAI_PERF_JSON, load_reco
 
 DONE = "done"
 
-__all__ = ["PLOTS_DIR", "REPORT_HTML", "add_arguments", "build_report", "run"]
+__all__ = ["PLOTS_DIR", "REPORT_HTML", "build_report"]
 
 REPORT_HTML = "report.html"
 #: Written per point by the profile when telemetry was scraped.
@@ -91,7 +89,7 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
         latency_throughput_plot,
         ttft_vs_isl_plot,
     )
-    from llmbench.runner.sweep.analyze import ANALYZE_CSV, analyze_csv, load_sweep, write_outputs
+    from llmbench.runner.sweep.analysis import ANALYZE_CSV, analyze_csv, load_sweep, write_outputs
 
     result = load_sweep(run_dir)
     data = write_outputs(result)
@@ -227,7 +225,7 @@ def build_report(run_dir: Path, output: Path | None = None) -> Path:
 
     Raises ValueError when ``run_dir`` holds neither a sweep nor a profile.
     """
-    from llmbench.runner.sweep.analyze import ANALYZE_JSON
+    from llmbench.runner.sweep.analysis import ANALYZE_JSON
 
     out = output or run_dir / REPORT_HTML
     if (run_dir / ANALYZE_JSON).exists():
@@ -238,20 +236,3 @@ def build_report(run_dir: Path, output: Path | None = None) -> Path:
         f"{run_dir}: neither an analyze folder ({ANALYZE_JSON}) nor a profile folder "
         f"({GENAI_PERF_JSON})"
     )
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``llmbench report DIR [-o FILE]``."""
-    p.add_argument("dir", type=Path, help="an `llmbench analyze` or `llmbench profile` folder")
-    p.add_argument("-o", "--output", type=Path, help=f"HTML file (default DIR/{REPORT_HTML})")
-
-
-def run(args: argparse.Namespace) -> int:
-    """Rebuilds plots and the HTML report; 0 on success, 2 when DIR is not a result folder."""
-    try:
-        out = build_report(args.dir, args.output)
-    except ValueError as exc:
-        print(f"llmbench report: error: {exc}", file=sys.stderr)
-        return 2
-    print(out)
-    return 0

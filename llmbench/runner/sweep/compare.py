@@ -18,17 +18,26 @@ only one of the two are listed, without a verdict.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["METRICS", "Row", "add_arguments", "compare", "parse_tolerances", "run"]
+from llmbench.runner.report.tables import format_value
+
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "METRICS",
+    "Row",
+    "compare",
+    "parse_tolerances",
+    "pct",
+    "render",
+    "signed_tolerance",
+]
 
 #: metric key → (higher is better, label).
 METRICS: dict[str, tuple[bool, str]] = {
@@ -104,7 +113,7 @@ def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
 def _load(path: Path) -> tuple[str, dict[str, Any]]:
     """("profile" | "sweep", data) from a folder or one of the two JSON exports."""
     from llmbench.runner.point.artifacts import GENAI_PERF_JSON
-    from llmbench.runner.sweep.analyze import ANALYZE_JSON
+    from llmbench.runner.sweep.analysis import ANALYZE_JSON
 
     candidates = [path] if path.is_file() else [path / ANALYZE_JSON, path / GENAI_PERF_JSON]
     for c in candidates:
@@ -232,11 +241,7 @@ def compare(a_path: Path, b_path: Path, tolerances: dict[str, float]) -> list[Ro
 # ----------------------------------------------------------------------------------------------
 
 
-def _num(v: float | None) -> str:
-    return "N/A" if v is None else f"{v:.2f}"
-
-
-def _pct(v: float | None, signed: bool = True) -> str:
+def pct(v: float | None, signed: bool = True) -> str:
     if v is None:
         return "N/A"
     return f"{v:+.1f}%" if signed else f"{v:g}%"
@@ -253,68 +258,13 @@ def render(rows: Sequence[Row], fmt: str) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["Scope", "Metric", "A", "B", "Change (%)", "Tolerance (%)", "Verdict"])
     for r in rows:
-        w.writerow([r.scope, r.metric, _num(r.a), _num(r.b),
+        w.writerow([r.scope, r.metric, format_value(r.a), format_value(r.b),
                     "N/A" if r.change_pct is None else f"{r.change_pct:.2f}",
                     "" if r.tolerance_pct is None else f"{r.tolerance_pct:g}", r.verdict])
     return buf.getvalue()
 
 
-def _signed_tolerance(r: Row) -> str:
+def signed_tolerance(r: Row) -> str:
     """``-5%`` for throughput, ``+10%`` for latency: the direction that would regress."""
     higher_better = METRICS[r.metric][0] if r.metric in METRICS else True
     return f"{'-' if higher_better else '+'}{r.tolerance_pct:g}%"
-
-
-def _print_table(rows: Sequence[Row], a: Path, b: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"llmbench compare | A = {a} | B = {b}")
-    for name, just in (("scope", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
-                       ("change", "right"), ("tolerance", "right"), ("verdict", "left")):
-        table.add_column(name, justify=just, no_wrap=name in ("scope", "metric"))  # type: ignore[arg-type]
-    style = {"regression": "red", "missing": "red", "improved": "green", "ok": ""}
-    for r in rows:
-        s = style.get(r.verdict, "dim")
-        verdict = f"[{s}]{r.verdict}[/{s}]" if s else r.verdict
-        tol = "" if r.tolerance_pct is None else _signed_tolerance(r)
-        table.add_row(r.scope, r.metric, _num(r.a), _num(r.b), _pct(r.change_pct), tol, verdict)
-    Console(highlight=False).print(table)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """``llmbench compare A B [--tolerance ...] [--format table|csv|json]``."""
-    p.add_argument("a", type=Path, help="baseline: a profile or analyze folder (or its JSON)")
-    p.add_argument("b", type=Path, help="candidate: same kind as A")
-    p.add_argument(
-        "--tolerance",
-        nargs="+",
-        default=None,
-        metavar="METRIC:±N%",
-        help="allowed bad-way change per metric, e.g. ott:-5%% ttft_p99:+10%% "
-        "(default: ott:-5%% ttft_p99:+10%% itl_p99:+10%%)",
-    )
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-
-
-def run(args: argparse.Namespace) -> int:
-    """0: no regression; 1: a metric regressed (or a point lost its value); 2: bad input."""
-    try:
-        tolerances = (
-            parse_tolerances(args.tolerance) if args.tolerance is not None
-            else dict(DEFAULT_TOLERANCES)
-        )
-        rows = compare(args.a, args.b, tolerances)
-    except ValueError as exc:
-        print(f"llmbench compare: error: {exc}", file=sys.stderr)
-        return 2
-    if args.format == "table":
-        _print_table(rows, args.a, args.b)
-    else:
-        sys.stdout.write(render(rows, args.format))
-    bad = [r for r in rows if r.verdict in ("regression", "missing")]
-    if bad:
-        names = ", ".join(f"{r.scope} {r.metric}" for r in bad)
-        print(f"llmbench compare: regression: {names}", file=sys.stderr)
-        return 1
-    return 0

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,138 +33,30 @@ from typing import Any
 
 import numpy as np
 
+from llmbench.api import Spec
+from llmbench.runner.client.transport import ConnectError
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON, default_artifact_dir, write_atomic
-from llmbench.runner.spec import SWEEP_TYPES, Spec
+from llmbench.runner.point.config import point_config
+from llmbench.runner.point.profile import ProfileError, run_profile
 from llmbench.runner.sweep.knee import PointMetrics, find_knee
 
 __all__ = [
     "CHECKPOINT",
     "PointRun",
     "Spread",
-    "SweepError",
+    "CheckpointError",
     "SweepResult",
-    "parse_sweep_list",
     "run_sweep",
-    "sweep_values",
 ]
 
 CHECKPOINT = "checkpoint.json"
 CHECKPOINT_VERSION = 1
-#: Default number of points of a stepless, non-concurrency range.
-LINEAR_POINTS = 8
 #: A repeated point whose (max - min) / mean exceeds this is flagged unstable.
 SPREAD_LIMIT = 0.10
-_INTEGER_TYPES = ("concurrency", "input_sequence_length", "output_sequence_length")
 
 
-class SweepError(Exception):
-    """A sweep cannot start or continue (bad checkpoint, mismatched resume)."""
-
-
-# ----------------------------------------------------------------------------------------------
-# values
-# ----------------------------------------------------------------------------------------------
-
-
-def _prefix(flag: str, text: str) -> str:
-    return f"{flag} {text!r}: " if flag else ""
-
-
-def _number(text: str, flag: str, whole: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise ValueError(f"{_prefix(flag, whole)}{text!r} is not a number") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{_prefix(flag, whole)}{text!r} is not a finite number")
-    return v
-
-
-def _check_value(v: float, sweep_type: str, flag: str, whole: str) -> float:
-    p = _prefix(flag, whole)
-    if sweep_type in _INTEGER_TYPES:
-        if not float(v).is_integer():
-            raise ValueError(f"{p}{sweep_type} values must be whole numbers, got {v:g}")
-        if v < 1:
-            raise ValueError(f"{p}{sweep_type} values must be at least 1, got {v:g}")
-        return float(int(v))
-    if not v > 0:
-        raise ValueError(f"{p}{sweep_type} values must be greater than 0, got {v:g}")
-    return float(v)
-
-
-def parse_sweep_list(text: str, flag: str = "--sweep-list") -> list[float]:
-    """``"2,4,6"`` -> [2.0, 4.0, 6.0]; a non-number or an empty item is an error naming flag."""
-    items = [t.strip() for t in text.split(",")]
-    if not text.strip() or any(not t for t in items):
-        raise ValueError(f"{_prefix(flag, text)}expected comma-separated numbers, e.g. 1,2,4,8")
-    return [_number(t, flag, text) for t in items]
-
-
-def _parse_range(text: str, sweep_type: str, flag: str) -> list[float]:
-    parts = text.strip().split(":")
-    if len(parts) not in (2, 3) or any(not p.strip() for p in parts):
-        raise ValueError(f"{_prefix(flag, text)}expected start:end or start:end:step")
-    start, end = (_number(p, flag, text) for p in parts[:2])
-    start = _check_value(start, sweep_type, flag, text)
-    end = _check_value(end, sweep_type, flag, text)
-    if start > end:
-        raise ValueError(f"{_prefix(flag, text)}start {start:g} is greater than end {end:g}")
-    if len(parts) == 3:
-        step = _number(parts[2], flag, text)
-        if not step > 0:
-            raise ValueError(f"{_prefix(flag, text)}step must be greater than 0, got {step:g}")
-        n = int(math.floor((end - start) / step + 1e-9)) + 1
-        if n > 10_000:
-            raise ValueError(f"{_prefix(flag, text)}{n} points is too many; use a larger step")
-        values = [start + i * step for i in range(n)]
-        return [_check_value(round(v, 9), sweep_type, flag, text) for v in values]
-    if sweep_type == "concurrency":
-        values = [start]
-        k = 1
-        while k <= end:
-            if k > start and k < end:
-                values.append(float(k))
-            k *= 2
-        if end > start:
-            values.append(end)
-        return values
-    if start == end:
-        return [start]
-    raw = np.linspace(start, end, LINEAR_POINTS)
-    if sweep_type in _INTEGER_TYPES:
-        out: list[float] = []
-        for v in raw:
-            r = float(round(float(v)))
-            if r not in out:
-                out.append(r)
-        return out
-    return [float(round(float(v), 6)) for v in raw]
-
-
-def sweep_values(
-    sweep_type: str,
-    range_text: str | None,
-    values: Sequence[float] | None,
-    flag: str = "--sweep-range",
-) -> list[float]:
-    """The points of a sweep in run order; ``ValueError`` naming ``flag`` on bad input."""
-    if sweep_type not in SWEEP_TYPES:
-        raise ValueError(f"--sweep-type {sweep_type!r}: expected one of {', '.join(SWEEP_TYPES)}")
-    if range_text is not None and values is not None:
-        raise ValueError("--sweep-range and --sweep-list: give only one")
-    if values is not None:
-        list_flag = "--sweep-list" if flag else ""
-        shown = ",".join(f"{v:g}" for v in values)
-        if not values:
-            raise ValueError(f"{_prefix(list_flag, shown)}the list is empty")
-        out = [_check_value(float(v), sweep_type, list_flag, shown) for v in values]
-        if len(set(out)) != len(out):
-            raise ValueError(f"{_prefix(list_flag, shown)}values repeat")
-        return out
-    if range_text is None:
-        raise ValueError("give --sweep-range start:end[:step] or --sweep-list a,b,c")
-    return _parse_range(range_text, sweep_type, flag)
+class CheckpointError(Exception):
+    """A sweep cannot resume: its checkpoint is corrupt or belongs to another sweep."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -331,13 +222,13 @@ def fingerprint(spec: Spec, model: str) -> str:
 
 
 def read_checkpoint(path: Path) -> dict[str, Any] | None:
-    """The checkpoint, None when there is none; :class:`SweepError` when it is unreadable."""
+    """The checkpoint, None when there is none; :class:`CheckpointError` when it is unreadable."""
     if not path.exists():
         return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise SweepError(
+        raise CheckpointError(
             f"{path} is corrupt ({exc}); delete it or pass --restart to start the sweep over"
         ) from None
     if (
@@ -345,7 +236,7 @@ def read_checkpoint(path: Path) -> dict[str, Any] | None:
         or data.get("version") != CHECKPOINT_VERSION
         or not isinstance(data.get("points"), dict)
     ):
-        raise SweepError(
+        raise CheckpointError(
             f"{path} is not a version-{CHECKPOINT_VERSION} llmbench checkpoint; delete it or "
             "pass --restart to start the sweep over"
         )
@@ -403,8 +294,6 @@ Notify = Callable[[str], None]
 
 
 async def _default_runner(cfg: Any, stop: asyncio.Event) -> Any:
-    from llmbench.runner.point.profile import run_profile
-
     return await run_profile(cfg, stop=stop)
 
 
@@ -443,11 +332,8 @@ async def run_sweep(
     down fails that point with the reason instead of a timeout. ``on_point`` sees the result
     after every point (e.g. to rewrite the CSV). ``point_options`` are set on every point's
     ProfileConfig (e.g. ``{"telemetry": collector}``): runtime objects the spec cannot hold.
-    Raises :class:`SweepError` for a corrupt or foreign checkpoint.
+    Raises :class:`CheckpointError` for a corrupt or foreign checkpoint.
     """
-    from llmbench.runner.client.transport import ConnectError
-    from llmbench.runner.point.profile import ProfileError
-
     say = notify or (lambda _msg: None)
     runner = run_point or _default_runner
     stop = stop or asyncio.Event()
@@ -464,7 +350,7 @@ async def run_sweep(
     ckpt_path = run_dir / CHECKPOINT
     ckpt = None if restart else read_checkpoint(ckpt_path)
     if ckpt is not None and ckpt.get("fingerprint") != fp:
-        raise SweepError(
+        raise CheckpointError(
             f"{ckpt_path} belongs to a different sweep (other settings or model); use another "
             "--artifact-dir, or pass --restart to start this one over"
         )
@@ -498,7 +384,7 @@ async def run_sweep(
                     f"resuming from {ckpt_path}: {len(result.resumed)} of {total} points already "
                     f"done ({', '.join(result.resumed)}); continuing with {name}"
                 )
-            cfg = spec.to_profile_config(raw, api_key=api_key, headers=headers, preflight=preflight)
+            cfg = point_config(spec, raw, api_key=api_key, headers=headers, preflight=preflight)
             cfg.model = model
             cfg.artifact_dir = point_dir
             for key, option in (point_options or {}).items():

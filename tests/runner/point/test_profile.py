@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from llmbench.cli import main
-from llmbench.sim.server import spawn_sim
+from llmbench.sim import spawn_sim
 
 SimFactory = Callable[..., str]
 

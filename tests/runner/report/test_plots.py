@@ -11,7 +11,7 @@ import pytest
 
 from llmbench.cli import main
 from llmbench.runner.report.html import PLOTS_DIR, REPORT_HTML
-from llmbench.sim.server import spawn_sim
+from llmbench.sim import spawn_sim
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPECTED = ("ott_vs_ttft_p99", "ott_vs_itl_p99", "ttft_vs_isl", "itl_by_position",

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from llmbench.cli import main
-from llmbench.runner.sweep.analyze import ANALYZE_CSV, ANALYZE_JSON, TABLE1_COLUMNS
+from llmbench.runner.sweep.analysis import ANALYZE_CSV, ANALYZE_JSON, TABLE1_COLUMNS
 from llmbench.runner.sweep.run import CHECKPOINT
-from llmbench.sim.server import spawn_sim
+from llmbench.sim import spawn_sim
 
 # TTFT 60 ms, 20 output tokens at 2 ms: one request takes ~100 ms, so a queued request's TTFT
 # is >= 160 ms (2.7x) while unqueued ones stay near 60 ms. The margins (SLO 130 ms) absorb
@@ -214,8 +214,8 @@ def test_unreachable_target_fails_before_any_point(
         (["--sweep-type", "request_rate"], "--sweep-type request_rate needs --sweep-range"),
         (["--concurrency", "4"], "--concurrency: the sweep sets it"),
         (["--slo", "ttft:5"], "--slo item 'ttft:5': expected KEY:VALUE"),
-        (["--repetitions", "0"], "--repetitions must be at least 1"),
-        (["--price-per-hour", "-1"], "--price-per-hour must be greater than 0"),
+        (["--repetitions", "0"], "--repetitions: 0: must be at least 1"),
+        (["--price-per-hour", "-1"], "--price-per-hour: -1.0: must be greater than 0"),
     ],
 )
 def test_bad_input_is_a_usage_error_naming_the_flag(

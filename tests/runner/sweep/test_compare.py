@@ -11,7 +11,7 @@ import pytest
 
 from llmbench.cli import main
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON
-from llmbench.runner.sweep.analyze import ANALYZE_JSON
+from llmbench.runner.sweep.analysis import ANALYZE_JSON
 from llmbench.runner.sweep.compare import compare, parse_tolerances
 
 

@@ -13,17 +13,15 @@ from typing import Any
 
 import pytest
 
+from llmbench.api import Spec, parse_sweep_list, sweep_values
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON
 from llmbench.runner.point.profile import ProfileError, ProfileResult
-from llmbench.runner.spec import Spec
 from llmbench.runner.sweep.run import (
     CHECKPOINT,
+    CheckpointError,
     PointRun,
-    SweepError,
     aggregate,
-    parse_sweep_list,
     run_sweep,
-    sweep_values,
 )
 
 # --- values -------------------------------------------------------------------------------
@@ -173,14 +171,14 @@ def test_resume_repeats_no_finished_point(tmp_path: Path) -> None:
 
 def test_corrupt_and_foreign_checkpoints_are_reported(tmp_path: Path) -> None:
     (tmp_path / CHECKPOINT).write_text('{"version": 1, "points": ')
-    with pytest.raises(SweepError, match="is corrupt .* delete it or pass --restart"):
+    with pytest.raises(CheckpointError, match="is corrupt .* delete it or pass --restart"):
         sweep(make_spec(), tmp_path, FakeRunner())
     (tmp_path / CHECKPOINT).write_text('["not", "a", "checkpoint"]')
-    with pytest.raises(SweepError, match="not a version-1 llmbench checkpoint"):
+    with pytest.raises(CheckpointError, match="not a version-1 llmbench checkpoint"):
         sweep(make_spec(), tmp_path, FakeRunner())
     other = tmp_path / "other"
     sweep(make_spec("1,2"), other, FakeRunner())
-    with pytest.raises(SweepError, match="belongs to a different sweep"):
+    with pytest.raises(CheckpointError, match="belongs to a different sweep"):
         sweep(make_spec("1,2,4"), other, FakeRunner())
 
 

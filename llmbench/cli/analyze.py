@@ -1,0 +1,412 @@
+"""``llmbench analyze``: sweep a load dimension and answer "how much load before the SLO breaks".
+
+The benchmark definition is the one spec model, built either from the ``profile`` flags plus
+the sweep, SLO and cost flags, or from an ``LLMBenchmark`` manifest (``-f``), so a file that
+runs in the cluster runs here too. Running the sweep is :mod:`llmbench.runner.sweep.run`; what
+it means (knee, SLO, cost, tables) is :mod:`llmbench.runner.sweep.analysis`.
+
+Outputs in the run folder: one GenAI-Perf folder per point, ``checkpoint.json``,
+``analyze_export_genai_perf.csv``, ``analyze_export_genai_perf.json``, PNG plots and
+``report.html``.
+
+Exit codes: 0 every point measured; 1 a point failed (or the target is unreachable);
+2 usage error; 130 interrupted (run the same command again to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from llmbench.api import SWEEP_TYPES, Spec, SpecError
+from llmbench.cli import profile as profile_cli
+from llmbench.cli import telemetry as telemetry_flags
+from llmbench.cli.flags import parse_headers, parse_limits, read_api_key
+from llmbench.runner.report.tables import format_value
+from llmbench.runner.sweep.analysis import (
+    ANALYZE_CSV,
+    table1_columns,
+    table1_row,
+    write_outputs,
+)
+from llmbench.runner.sweep.run import DONE, CheckpointError, SweepResult
+
+__all__ = ["add_arguments", "run", "spec_from_args", "spec_from_file"]
+
+#: ``--slo`` keys → Slo field.
+SLO_FLAG_KEYS = {
+    "ttft_p99": "ttftP99Ms",
+    "itl_p99": "itlP99Ms",
+    "e2e_p99": "e2eP99Ms",
+    "goodput_ratio": "goodputRatio",
+}
+
+#: Analyze-only flags → spec field paths, for error messages (profile's are in SPEC_FLAGS).
+_SWEEP_FLAGS = {
+    "spec.sweep.type": "--sweep-type",
+    "spec.sweep.range": "--sweep-range",
+    "spec.sweep.values": "--sweep-list",
+    "spec.sweep": "--sweep-range/--sweep-list",
+    "spec.repetitions": "--repetitions",
+    "spec.slo": "--slo",
+    "spec.cost.pricePerHour": "--price-per-hour",
+    "spec.cost.currency": "--currency",
+}
+
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``profile``'s flags (applied to every point) plus the sweep, SLO and cost flags."""
+    profile_cli.add_arguments(p)
+    s = p.add_argument_group("sweep")
+    s.add_argument(
+        "-f",
+        "--file",
+        type=Path,
+        metavar="MANIFEST",
+        help="run an LLMBenchmark manifest (or bare spec) locally; it defines target, "
+        "workload, load, sweep, SLO and cost, and the matching flags are ignored",
+    )
+    s.add_argument(
+        "--sweep-type",
+        default="concurrency",
+        help=f"swept quantity: {', '.join(SWEEP_TYPES)} (default concurrency)",
+    )
+    s.add_argument(
+        "--sweep-range",
+        metavar="START:END[:STEP]",
+        help="concurrency without STEP: powers of two (1:256 -> 1,2,4,..,256); other types "
+        "without STEP: 8 evenly spaced values. Default: concurrency 1:256",
+    )
+    s.add_argument("--sweep-list", metavar="A,B,C", help="explicit values instead of a range")
+    s.add_argument(
+        "--repetitions",
+        type=int,
+        default=1,
+        help="runs per point; mean and spread reported, spread > 10%% flagged",
+    )
+    s.add_argument(
+        "--stop-after-knee", action="store_true", help="end the sweep one point past the knee"
+    )
+    s.add_argument(
+        "--on-point-failure",
+        choices=("continue", "stop"),
+        default="continue",
+        help="a point that fails entirely (server down): go on or stop (default continue)",
+    )
+    s.add_argument(
+        "--restart",
+        action="store_true",
+        help="ignore an existing checkpoint.json and run every point again",
+    )
+    a = p.add_argument_group("analysis")
+    a.add_argument(
+        "--slo",
+        nargs="+",
+        default=[],
+        metavar="KEY:VALUE",
+        help="ttft_p99:MS itl_p99:MS e2e_p99:MS goodput_ratio:0-1 (also counted as goodput)",
+    )
+    a.add_argument("--price-per-hour", type=float, metavar="P", help="price of the deployment")
+    a.add_argument("--currency", default="EUR", help="currency label of --price-per-hour")
+    a.add_argument("--no-plots", action="store_true", help="skip PNG plots and report.html")
+
+
+def parse_slo_flag(items: Sequence[str]) -> dict[str, float]:
+    """``ttft_p99:500 itl_p99:50`` -> the spec's ``slo`` mapping; ValueError naming ``--slo``."""
+    values = parse_limits(items, "--slo", tuple(SLO_FLAG_KEYS))
+    if values.get("goodput_ratio", 0) > 1:
+        raise ValueError("--slo goodput_ratio: a fraction of requests, at most 1")
+    return {SLO_FLAG_KEYS[k]: v for k, v in values.items()}
+
+
+def spec_from_args(args: argparse.Namespace) -> Spec:
+    """The spec of a flag-driven analyze: the profile flags plus sweep, SLO and cost.
+
+    Raises ValueError naming the flag.
+    """
+    from llmbench.api import parse_sweep_list, sweep_values
+
+    sweep_type = args.sweep_type
+    if sweep_type not in SWEEP_TYPES:
+        raise ValueError(f"--sweep-type {sweep_type!r}: expected one of {', '.join(SWEEP_TYPES)}")
+    if args.sweep_range is not None and args.sweep_list is not None:
+        raise ValueError("--sweep-range and --sweep-list: give only one")
+    values = parse_sweep_list(args.sweep_list) if args.sweep_list is not None else None
+    rng = args.sweep_range
+    if rng is None and values is None:
+        if sweep_type != "concurrency":
+            raise ValueError(f"--sweep-type {sweep_type} needs --sweep-range or --sweep-list")
+        rng = "1:256"
+    sweep_values(sweep_type, rng, values)  # the precise message, naming the flag and the value
+    if sweep_type == "concurrency" and args.concurrency is not None:
+        raise ValueError("--concurrency: the sweep sets it; drop it or sweep something else")
+    if sweep_type == "concurrency" and args.request_rate is not None:
+        raise ValueError("--request-rate cannot be combined with --sweep-type concurrency")
+    ns = argparse.Namespace(**vars(args))
+    if sweep_type == "request_rate" and ns.request_rate is None:
+        ns.request_rate = 1.0  # a placeholder: each point sets its own rate
+    doc = profile_cli.spec_document(ns)
+    slo = parse_slo_flag(args.slo)
+    # --slo latency limits replace --goodput's; without them, --goodput's limits count.
+    doc["slo"] = slo if set(slo) - {"goodputRatio"} else {**doc.get("slo", {}), **slo}
+    doc["sweep"] = {
+        "type": sweep_type,
+        "stopAfterKnee": args.stop_after_knee,
+        "onPointFailure": args.on_point_failure,
+        **({"range": rng} if values is None else {"values": values}),
+    }
+    doc["repetitions"] = args.repetitions
+    doc["cost"] = {"currency": args.currency}
+    if args.price_per_hour is not None:
+        doc["cost"]["pricePerHour"] = args.price_per_hour
+    try:
+        return Spec.from_manifest(doc)
+    except SpecError as exc:
+        raise profile_cli.flag_error(exc, _SWEEP_FLAGS) from None
+
+
+def spec_from_file(path: Path) -> tuple[Spec, str | None]:
+    """Reads a manifest (the first ``LLMBenchmark`` document) and its ``metadata.name``."""
+    import yaml
+
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    except OSError as exc:
+        raise ValueError(f"-f {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"-f {path}: not valid YAML: {exc}") from None
+    if not docs:
+        raise ValueError(f"-f {path}: the file is empty")
+    doc = next((d for d in docs if isinstance(d, dict) and d.get("kind") == "LLMBenchmark"), None)
+    doc = doc if doc is not None else docs[0]
+    try:
+        spec = Spec.from_manifest(doc)
+    except SpecError as exc:
+        raise ValueError(f"-f {path}:\n{exc}") from None
+    name = None
+    if isinstance(doc, dict) and isinstance(doc.get("metadata"), dict):
+        name = doc["metadata"].get("name")
+    return spec, name
+
+
+
+
+
+#: Console headers for table 1 columns (the terminal is narrower than a CSV).
+_SHORT = {
+    "Concurrency": "conc",
+    "ISL": "ISL",
+    "p99 TTFT (ms)": "TTFT p99\nms",
+    "p99 ITL (ms)": "ITL p99\nms",
+    "p99 Request Latency (ms)": "e2e p99\nms",
+    "Avg. OTT (tok/s)": "OTT\ntok/s",
+    "RPS": "RPS",
+    "Request Rate (req/s)": "rate\n/s",
+    "Achieved Rate (req/s)": "achieved\n/s",
+    "OSL": "OSL",
+    "Goodput (req/s)": "goodput\n/s",
+    "Meets SLO": "SLO",
+    "Energy per Output Token (J)": "J/tok",
+    "Repetitions": "reps",
+    "Max Spread (%)": "spread\n%",
+}
+
+
+def print_summary(data: dict[str, Any], console: Any) -> None:
+    """The sweep table (knee and SLO marked), then the knee, SLO and spread lines."""
+    from rich.table import Table
+
+    skip = ("Config Name", "Status", "Unstable Metrics")
+    cols = [c for c in table1_columns(data) if c not in skip]
+    table = Table(title=f"llmbench analyze | {data['model']} | {data['sweep_type']} sweep")
+    for c in cols:
+        label = _SHORT.get(c) or ("cost/1M\n" + data["cost"]["currency"])
+        table.add_column(label, justify="right", no_wrap=True)
+    table.add_column("note")
+    knee = data["knee"]
+    slo = data["slo"]
+    for i, p in enumerate(data["points"]):
+        row = table1_row(data, p)
+        marks = []
+        if knee is not None and knee["index"] == i:
+            marks.append("[yellow]knee[/yellow]")
+        if slo is not None and slo["best_index"] == i:
+            marks.append("[green]best under SLO[/green]")
+        if p["status"] != "ok":
+            marks.append(f"[red]failed: {p['reason']}[/red]")
+        if p["unstable"]:
+            marks.append(f"[yellow]spread > 10%: {' '.join(p['unstable'])}[/yellow]")
+        if data["sweep_type"] == "concurrency":
+            row["Concurrency"] = f"[cyan]{row['Concurrency']}[/cyan]"
+        table.add_row(*(row[c] for c in cols), " ".join(marks))
+    console.print(table)
+    console.print(data["knee_message"])
+    if slo is not None:
+        for line in slo["messages"]:
+            console.print(line)
+    price = data["cost"]["price_per_hour"]
+    if price is not None:
+        best = slo["best_index"] if slo is not None and slo["best_index"] is not None else None
+        if best is not None:
+            c = data["points"][best]["cost_per_million_output_tokens"]
+            console.print(
+                f"cost at max load under SLO: {format_value(c, 4)} {data['cost']['currency']} "
+                f"per million output tokens ({price:g} {data['cost']['currency']}/h)"
+            )
+    if data["stopped_after_knee"]:
+        console.print("sweep stopped one point past the knee (--stop-after-knee)")
+    if data["failed_points"]:
+        console.print(f"[red]failed points: {', '.join(data['failed_points'])}[/red]")
+
+
+
+
+
+def collector_for_spec(spec: Spec, args: argparse.Namespace) -> Any:
+    """The telemetry collector a manifest asks for, run locally.
+
+    ``telemetry.dcgm`` as a URL is scraped; ``auto`` needs the operator (it finds the node's
+    exporter), so locally it means none. ``telemetry.serverMetrics`` maps onto
+    ``--target-metrics``. Interval, timeout and GPU filters come from the telemetry flags.
+    """
+    ns = argparse.Namespace(**vars(args))
+    dcgm = spec.telemetry.dcgm
+    ns.server_metrics_url = [
+        *(getattr(args, "server_metrics_url", []) or []),
+        *([dcgm] if dcgm not in ("auto", "off") else []),
+    ]
+    ns.target_metrics = spec.telemetry.server_metrics
+    url = spec.target.base_url(spec.namespace)
+    return telemetry_flags.collector_from_args(ns, url)
+
+
+def _run_dir(args: argparse.Namespace, spec: Spec, model: str, name: str | None) -> Path:
+    if args.artifact_dir is not None:
+        return Path(args.artifact_dir)
+    if name:
+        return Path("artifacts") / re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", model)
+    st = spec.sweep.type if spec.sweep is not None else spec.load.mode
+    return Path("artifacts") / f"{safe}-{spec.target.endpoint_type}-analyze-{st}"
+
+
+async def _main(
+    spec: Spec, run_dir: Path, model: str, restart: bool, api_key: str | None,
+    headers: dict[str, str], console: Any, preflight: bool = True,
+    point_options: dict[str, Any] | None = None,
+) -> SweepResult:
+    from llmbench.runner.load.engine import Progress, expected_total
+    from llmbench.runner.point.profile import install_stop_signals, run_profile
+    from llmbench.runner.report.console import show_progress
+    from llmbench.runner.sweep.run import run_sweep
+
+    stop = asyncio.Event()
+    undo = install_stop_signals(stop)
+
+    async def point(cfg: Any, stop_ev: asyncio.Event) -> Any:
+        counters = Progress()
+        mode, value = cfg.load_label()
+        bar = asyncio.ensure_future(
+            show_progress(counters, expected_total(cfg.load), f"{mode} {value:g}", console)
+        )
+        try:
+            return await run_profile(cfg, stop=stop_ev, progress=counters)
+        finally:
+            bar.cancel()
+
+    def on_point(res: SweepResult) -> None:
+        last = res.runs[-1]
+        if last.status == DONE:
+            m = last.metrics()
+            console.print(
+                f"  {last.name}: OTT {format_value(m.ott)} tok/s, "
+                f"p99 TTFT {format_value(m.ttft_p99_ms)} ms, "
+                f"p99 ITL {format_value(m.itl_p99_ms)} ms, RPS {format_value(m.rps)}"
+            )
+        write_outputs(res)
+
+    try:
+        return await run_sweep(
+            spec, run_dir, model=model, run_point=point, stop=stop, notify=console.print,
+            restart=restart, api_key=api_key, headers=headers, on_point=on_point,
+            preflight=preflight, point_options=point_options,
+        )
+    finally:
+        undo()
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``analyze`` subcommand (see the module docstring for exit codes)."""
+    from llmbench.runner.point.config import point_config
+    from llmbench.runner.point.profile import ProfileError, preflight
+    from llmbench.runner.report.console import stderr_console
+
+    console = stderr_console()
+    prog = "llmbench analyze"
+    name = None
+    options: dict[str, Any] = {}
+    try:
+        api_key = read_api_key(args)
+        headers = parse_headers(args.header)
+        if args.file is not None:
+            spec, name = spec_from_file(args.file)
+            collector = collector_for_spec(spec, args)
+            if spec.target.api_key_secret_ref is not None and api_key is None:
+                console.print(
+                    "[yellow]target.apiKeySecretRef is set; locally pass the key with "
+                    "--api-key-env NAME or --api-key-file PATH[/yellow]"
+                )
+        else:
+            spec = spec_from_args(args)
+            collector = telemetry_flags.collector_from_args(args, args.url)
+        if collector is not None:
+            options["telemetry"] = collector
+        cfg0 = point_config(spec, spec.points()[0], api_key=api_key, headers=headers)
+    except ValueError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.preflight:
+            model = preflight(cfg0)
+        elif cfg0.model is None:
+            print(f"{prog}: error: --no-preflight needs -m/--model", file=sys.stderr)
+            return 2
+        else:
+            model = cfg0.model
+        run_dir = _run_dir(args, spec, model, name)
+        result = asyncio.run(
+            _main(
+                spec, run_dir, model, args.restart, api_key, headers, console, args.preflight,
+                options,
+            )
+        )
+    except ProfileError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    except CheckpointError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # bad workload input found while preparing a point
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    data = write_outputs(result)
+    print_summary(data, console)
+    console.print(f"results: {run_dir / ANALYZE_CSV}")
+    if not args.no_plots and result.runs:
+        try:
+            from llmbench.runner.report.html import build_report
+
+            html = build_report(run_dir)
+            console.print(f"report: {html}")
+        except Exception as exc:  # plots are a convenience; the CSV/JSON are the results
+            console.print(f"[yellow]plots/report skipped: {type(exc).__name__}: {exc}[/yellow]")
+    if result.interrupted:
+        console.print("[yellow]interrupted: run the same command again to resume[/yellow]")
+        return 130
+    return 1 if data["failed_points"] else 0

@@ -1,0 +1,79 @@
+"""``llmbench compare A B``: two profiles or sweeps side by side; exit 1 on regression."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from llmbench.runner.report.tables import format_value
+from llmbench.runner.sweep.compare import (
+    DEFAULT_TOLERANCES,
+    Row,
+    compare,
+    parse_tolerances,
+    pct,
+    render,
+    signed_tolerance,
+)
+
+__all__ = ["add_arguments", "run"]
+
+
+def _print_table(rows: Sequence[Row], a: Path, b: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"llmbench compare | A = {a} | B = {b}")
+    for name, just in (("scope", "left"), ("metric", "left"), ("A", "right"), ("B", "right"),
+                       ("change", "right"), ("tolerance", "right"), ("verdict", "left")):
+        table.add_column(name, justify=just, no_wrap=name in ("scope", "metric"))  # type: ignore[arg-type]
+    style = {"regression": "red", "missing": "red", "improved": "green", "ok": ""}
+    for r in rows:
+        s = style.get(r.verdict, "dim")
+        verdict = f"[{s}]{r.verdict}[/{s}]" if s else r.verdict
+        tol = "" if r.tolerance_pct is None else signed_tolerance(r)
+        table.add_row(
+            r.scope, r.metric, format_value(r.a), format_value(r.b), pct(r.change_pct), tol,
+            verdict,
+        )
+    Console(highlight=False).print(table)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """``llmbench compare A B [--tolerance ...] [--format table|csv|json]``."""
+    p.add_argument("a", type=Path, help="baseline: a profile or analyze folder (or its JSON)")
+    p.add_argument("b", type=Path, help="candidate: same kind as A")
+    p.add_argument(
+        "--tolerance",
+        nargs="+",
+        default=None,
+        metavar="METRIC:±N%",
+        help="allowed bad-way change per metric, e.g. ott:-5%% ttft_p99:+10%% "
+        "(default: ott:-5%% ttft_p99:+10%% itl_p99:+10%%)",
+    )
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    """0: no regression; 1: a metric regressed (or a point lost its value); 2: bad input."""
+    try:
+        tolerances = (
+            parse_tolerances(args.tolerance) if args.tolerance is not None
+            else dict(DEFAULT_TOLERANCES)
+        )
+        rows = compare(args.a, args.b, tolerances)
+    except ValueError as exc:
+        print(f"llmbench compare: error: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "table":
+        _print_table(rows, args.a, args.b)
+    else:
+        sys.stdout.write(render(rows, args.format))
+    bad = [r for r in rows if r.verdict in ("regression", "missing")]
+    if bad:
+        names = ", ".join(f"{r.scope} {r.metric}" for r in bad)
+        print(f"llmbench compare: regression: {names}", file=sys.stderr)
+        return 1
+    return 0

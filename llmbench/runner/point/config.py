@@ -1,0 +1,173 @@
+"""From the resource model to one point's settings: the only place spec fields become knobs.
+
+A sweep point, a ``profile`` command line and an ``LLMBenchmark`` manifest all reach the load
+generator through :func:`point_config`: the CLI first turns its flags into the same
+:class:`~llmbench.api.Spec` a manifest parses into, so no field is mapped by hand twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmbench.api import Spec
+from llmbench.runner.load.engine import LoadConfig
+from llmbench.runner.load.workload import WorkloadConfig
+from llmbench.runner.point.artifacts import default_artifact_dir
+
+__all__ = ["ENDPOINT_PATHS", "ProfileConfig", "point_config"]
+
+ENDPOINT_PATHS = {
+    "chat": "/v1/chat/completions",
+    "completions": "/v1/completions",
+    "embeddings": "/v1/embeddings",
+}
+
+
+@dataclass
+class ProfileConfig:
+    """Everything one load point needs. The API key is kept out of ``repr`` and artefacts."""
+
+    url: str = "http://127.0.0.1:8000"
+    model: str | None = None
+    endpoint_type: str = "chat"
+    endpoint: str | None = None
+    streaming: bool = True
+    load: LoadConfig = field(default_factory=LoadConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    tokenizer: str | None = None
+    goodput: dict[str, float] = field(default_factory=dict)
+    api_key: str | None = field(default=None, repr=False)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    artifact_dir: Path | None = None
+    preflight: bool = True
+    #: A ``telemetry.TelemetryCollector`` scraping DCGM / server metrics during the window.
+    telemetry: Any = field(default=None, repr=False)
+
+    def path(self) -> str:
+        return self.endpoint or ENDPOINT_PATHS[self.endpoint_type]
+
+    def load_label(self) -> tuple[str, float]:
+        if self.load.mode == "request_rate":
+            assert self.load.request_rate is not None
+            return "request_rate", self.load.request_rate
+        return "concurrency", self.load.concurrency
+
+    def resolved_artifact_dir(self) -> Path:
+        if self.artifact_dir is not None:
+            return self.artifact_dir
+        mode, value = self.load_label()
+        return default_artifact_dir(self.model or "model", self.endpoint_type, mode, value)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The arguments as written to artefacts: no key, no header values (they may be secret)."""
+        d: dict[str, Any] = {
+            "url": self.url,
+            "model": self.model,
+            "endpoint_type": self.endpoint_type,
+            "endpoint": self.path(),
+            "streaming": self.streaming,
+            "tokenizer": self.tokenizer or "default",
+            "goodput": dict(self.goodput),
+            "headers": sorted(self.headers),
+            "api_key": "set" if self.api_key else None,
+        }
+        d.update({k: v for k, v in asdict(self.load).items()})
+        d.update({f"workload_{k}": v for k, v in _jsonable(asdict(self.workload)).items()})
+        return d
+
+    def auth_headers(self) -> dict[str, str]:
+        h = dict(self.headers)
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
+
+
+
+
+def point_config(
+    spec: Spec,
+    value: float | None = None,
+    *,
+    api_key: str | None = None,
+    headers: dict[str, str] | None = None,
+    preflight: bool = True,
+    artifact_dir: Path | None = None,
+    telemetry: Any = None,
+) -> ProfileConfig:
+    """The :class:`ProfileConfig` of one point of ``spec``.
+
+    ``value`` is the swept quantity at this point (``None``: no sweep). The API key, headers,
+    output folder and telemetry collector are runtime settings, never part of the spec.
+
+    Example::
+
+        cfg = point_config(spec, 8)        # the concurrency-8 point of a concurrency sweep
+    """
+    load = spec.load
+    mode, concurrency, rate = load.mode, load.concurrency, load.request_rate
+    isl = spec.workload.input_tokens.mean
+    osl = spec.workload.output_tokens.mean
+    if spec.sweep is not None:
+        if value is None:
+            raise ValueError("a sweep point needs its value")
+        kind = spec.sweep.type
+        if kind == "concurrency":
+            mode, concurrency = "concurrency", int(value)
+        elif kind == "request_rate":
+            mode, rate = "request_rate", float(value)
+        elif kind == "input_sequence_length":
+            isl = int(value)
+        else:
+            osl = int(value)
+    if mode == "request_rate":
+        concurrency = load.max_concurrency or 1
+    request_count = load.request_count
+    if request_count is None and load.measurement_duration_seconds is None:
+        request_count = max(100, 4 * (load.max_concurrency or concurrency))
+    target = spec.target
+    w = spec.workload
+    return ProfileConfig(
+        url=target.base_url(spec.namespace),
+        model=target.model,
+        endpoint_type=target.endpoint_type,
+        endpoint=target.endpoint,
+        streaming=target.streaming and target.endpoint_type != "embeddings",
+        load=LoadConfig(
+            mode=mode,
+            concurrency=concurrency,
+            request_rate=rate if mode == "request_rate" else None,
+            rate_mode=load.request_rate_mode,
+            max_concurrency=load.max_concurrency,
+            request_count=request_count,
+            measurement_duration_s=load.measurement_duration_seconds,
+            warmup_request_count=load.warmup_request_count,
+            seed=w.seed,
+            request_timeout_s=target.request_timeout_seconds,
+            workers=load.workers,
+            endpoint_type=target.endpoint_type,
+        ),
+        workload=WorkloadConfig(
+            synthetic_input_tokens_mean=isl,
+            synthetic_input_tokens_stddev=w.input_tokens.stddev,
+            output_tokens_mean=osl,
+            output_tokens_stddev=w.output_tokens.stddev,
+            output_tokens_mean_deterministic=w.output_tokens.deterministic,
+            extra_inputs=dict(w.extra_inputs),
+            input_file=w.input_file,
+            random_seed=w.seed,
+            num_prompts=w.num_prompts,
+        ),
+        tokenizer=w.tokenizer,
+        goodput=spec.slo.per_request(),
+        api_key=api_key,
+        headers=dict(headers or {}),
+        artifact_dir=artifact_dir,
+        preflight=preflight,
+        telemetry=telemetry,
+    )

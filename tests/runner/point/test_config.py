@@ -1,0 +1,108 @@
+"""From the spec model to one point's settings, and from profile flags to the spec model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from llmbench.api import API_VERSION, Spec
+from llmbench.cli import build_parser
+from llmbench.cli.profile import SPEC_FLAGS, spec_from_flags
+from llmbench.runner.point.config import point_config
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def manifest(**spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"target": {"url": "http://127.0.0.1:8000"}}
+    body.update(spec)
+    return {"apiVersion": API_VERSION, "kind": "LLMBenchmark", "metadata": {"name": "x"},
+            "spec": body}
+
+
+def profile_args(*flags: str) -> Any:
+    return build_parser(["profile"]).parse_args(["profile", *flags])
+
+
+def test_design_sketch_point() -> None:
+    spec = Spec.from_manifest(yaml.safe_load((EXAMPLES / "llmbenchmark-vllm.yaml").read_text()))
+    cfg = point_config(spec, 16)
+    assert cfg.url == "http://vllm.llm.svc:8000"  # namespace from metadata
+    assert cfg.load.concurrency == 16 and cfg.load.request_count == 200
+    assert cfg.workload.extra_inputs == {"ignore_eos": True}
+    assert cfg.goodput == {"ttft": 500, "itl": 50}
+
+
+def test_bare_spec_defaults() -> None:
+    cfg = point_config(Spec.from_manifest({"target": {"url": "http://h:1"}}))
+    assert cfg.load.mode == "concurrency" and cfg.load.request_count == 100
+    assert cfg.workload.synthetic_input_tokens_mean == 550
+
+
+def test_sweep_points_override_the_swept_quantity() -> None:
+    spec = Spec.from_manifest(manifest(sweep={"type": "request_rate", "values": [2, 4]},
+                                       load={"maxConcurrency": 8, "mode": "request_rate",
+                                             "requestRate": 1}))
+    cfg = point_config(spec, 4)
+    assert cfg.load.mode == "request_rate" and cfg.load.request_rate == 4.0
+    assert cfg.load.concurrency == 8
+    spec = Spec.from_manifest(
+        manifest(sweep={"type": "input_sequence_length", "range": "128:512:128"})
+    )
+    assert point_config(spec, 384).workload.synthetic_input_tokens_mean == 384
+    spec = Spec.from_manifest(manifest(sweep={"type": "output_sequence_length", "values": [8]}))
+    assert point_config(spec, 8).workload.output_tokens_mean == 8
+    with pytest.raises(ValueError, match="needs its value"):
+        point_config(spec)
+
+
+def test_request_count_default_scales_with_concurrency() -> None:
+    spec = Spec.from_manifest(manifest(sweep={"type": "concurrency", "range": "1:64"}))
+    assert point_config(spec, 64).load.request_count == 256
+
+
+def test_flags_build_the_same_spec_as_the_manifest() -> None:
+    """One mapping: a command line and the manifest that says the same thing are one spec."""
+    from_flags = spec_from_flags(profile_args(
+        "--url", "http://127.0.0.1:8000", "--concurrency", "3", "--request-count", "9",
+        "--synthetic-input-tokens-mean", "64", "--output-tokens-mean", "8",
+        "--extra-inputs", "ignore_eos:true", "--goodput", "ttft:100",
+    ))
+    from_file = Spec.from_manifest(manifest(
+        workload={"inputTokens": {"mean": 64}, "outputTokens": {"mean": 8},
+                  "extraInputs": {"ignore_eos": True}},
+        load={"concurrency": 3, "requestCount": 9},
+        slo={"ttftP99Ms": 100},
+    ))
+    assert from_flags.to_dict() == from_file.to_dict()
+    assert point_config(from_flags).public_dict() == point_config(from_file).public_dict()
+
+
+def test_every_flag_names_a_field_of_the_model() -> None:
+    from llmbench.api.crd import crd
+
+    schema = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for path, _flag in SPEC_FLAGS.values():
+        node = schema
+        for part in path.split("."):
+            assert part in node["properties"], path
+            node = node["properties"][part]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--synthetic-input-tokens-stddev", "-1"], "--synthetic-input-tokens-stddev:"),
+        (["--output-tokens-mean-deterministic"], "--output-tokens-mean-deterministic:"),
+        (["--url", "vllm:8000"], "--url:"),
+        (["--endpoint", "v1/chat"], "--endpoint:"),
+    ],
+)
+def test_spec_errors_name_the_flag(flags: list[str], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        spec_from_flags(profile_args(*flags))
+    assert message in str(err.value)
+    assert "spec." not in str(err.value)
