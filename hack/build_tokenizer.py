@@ -10,12 +10,12 @@ The corpus is English documentation text that ships with CPython itself
 standard-library modules, so the build needs nothing but Python and ``tokenizers``.  The
 trainer runs single-threaded and the inputs are sorted, so the output is byte-for-byte
 reproducible for a given Python version and ``tokenizers`` version; both, with the file's
-SHA-256, are recorded next to it in ``llmbench/tokenizer/data/tokenizer.build.json`` (and a test rebuilds
-and compares when it runs under those versions).
+SHA-256, are recorded next to it in ``llmbench/tokenizer/data/tokenizer.build.json`` (and a
+test rebuilds and compares when it runs under those versions).
 
 Usage::
 
-    .venv/bin/python hack/build_tokenizer.py            # writes llmbench/tokenizer/data/tokenizer.json
+    .venv/bin/python hack/build_tokenizer.py            # writes the shipped tokenizer.json
     .venv/bin/python hack/build_tokenizer.py --check    # rebuilds in memory, compares
 """
 
