@@ -214,14 +214,13 @@ def test_garbage_or_error_status_is_one_warning(
 
 
 def test_hung_exporter_times_out_quickly() -> None:
+    """The scrape gives up at its timeout (the warning says so) instead of waiting 2 s."""
     expo = _Exposition()
     expo.add("/metrics", [load_texts("dcgm_4gpu_window.txt")[0]], delay_s=2.0)
     with serve(expo) as base:
         url = f"{base}/metrics"
-        t0 = time.monotonic()
         r = asyncio.run(run_window(TelemetryCollector([url], timeout_s=0.2), 0.0))
-        elapsed = time.monotonic() - t0
-    assert elapsed < 1.5
+    assert r.gpus == {}
     assert len(r.warnings) == 1 and "Timeout" in r.warnings[0]
 
 
@@ -312,15 +311,16 @@ def test_reused_collector_skips_a_dead_exporter_at_boundaries(
         hang = f"{base}/hang"
         c = TelemetryCollector([hang, f"{base}/metrics"], interval_s=1.0, timeout_s=0.4)
 
-        async def two_points() -> tuple[TelemetryResult, TelemetryResult, float]:
+        async def two_points() -> tuple[TelemetryResult, TelemetryResult, int]:
             first = await run_window(c, 0.0)
-            t0 = time.monotonic()
+            hung_after_first = expo.hits["/hang"]
             second = await run_window(c, 0.0)
-            return first, second, time.monotonic() - t0
+            return first, second, hung_after_first
 
-        first, second, second_s = asyncio.run(two_points())
+        first, second, hung_after_first = asyncio.run(two_points())
     assert len(first.gpus) == 4 and len(second.gpus) == 4
-    assert second_s < 0.35  # no 0.4 s timeout at either boundary of the second point
+    # The second point does not ask the dead exporter again at either boundary.
+    assert expo.hits["/hang"] == hung_after_first
     for r in (first, second):
         assert len(r.warnings) == 1 and hang in r.warnings[0]
     assert len([rec for rec in caplog.records if hang in rec.getMessage()]) == 1
