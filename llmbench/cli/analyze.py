@@ -23,13 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llmbench.api import SWEEP_TYPES, Spec, SpecError
+from llmbench.api import SWEEP_TYPES, Spec, SpecError, parse_sweep_list, sweep_values
+from llmbench.api.results import SweepAnalysis
 from llmbench.cli import profile as profile_cli
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import parse_headers, parse_limits, read_api_key
-from llmbench.runner.report.tables import format_value
+from llmbench.runner.report.tables import METRIC_LABELS, format_value
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
+    METRIC_COLUMNS,
     table1_columns,
     table1_row,
     write_outputs,
@@ -57,7 +59,6 @@ _SWEEP_FLAGS = {
     "spec.cost.pricePerHour": "--price-per-hour",
     "spec.cost.currency": "--currency",
 }
-
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -130,8 +131,6 @@ def spec_from_args(args: argparse.Namespace) -> Spec:
 
     Raises ValueError naming the flag.
     """
-    from llmbench.api import parse_sweep_list, sweep_values
-
     sweep_type = args.sweep_type
     if sweep_type not in SWEEP_TYPES:
         raise ValueError(f"--sweep-type {sweep_type!r}: expected one of {', '.join(SWEEP_TYPES)}")
@@ -198,19 +197,28 @@ def spec_from_file(path: Path) -> tuple[Spec, str | None]:
 
 
 
-#: Console headers for table 1 columns (the terminal is narrower than a CSV).
+def _short_header(column: str) -> str:
+    """A table 1 column's console header (the terminal is narrower than a CSV).
+
+    Metric columns are spelled from the one label table (``TTFT p99`` over ``ms``); the others
+    are listed here.
+    """
+    if column in METRIC_COLUMNS:
+        field, attr = METRIC_COLUMNS[column]
+        label = METRIC_LABELS[field]
+        if attr.endswith("_p99_ms"):
+            return f"{label.terse} p99\n{label.unit}"
+        return label.terse if column == label.name else f"{label.terse}\n{label.unit}"
+    return _SHORT.get(column, column)
+
+
+#: Console headers of the table 1 columns that show no metric.
 _SHORT = {
     "Concurrency": "conc",
     "ISL": "ISL",
-    "p99 TTFT (ms)": "TTFT p99\nms",
-    "p99 ITL (ms)": "ITL p99\nms",
-    "p99 Request Latency (ms)": "e2e p99\nms",
-    "Avg. OTT (tok/s)": "OTT\ntok/s",
-    "RPS": "RPS",
     "Request Rate (req/s)": "rate\n/s",
     "Achieved Rate (req/s)": "achieved\n/s",
     "OSL": "OSL",
-    "Goodput (req/s)": "goodput\n/s",
     "Meets SLO": "SLO",
     "Energy per Output Token (J)": "J/tok",
     "Repetitions": "reps",
@@ -218,54 +226,51 @@ _SHORT = {
 }
 
 
-def print_summary(data: dict[str, Any], console: Any) -> None:
+def print_summary(data: SweepAnalysis, console: Any) -> None:
     """The sweep table (knee and SLO marked), then the knee, SLO and spread lines."""
     from rich.table import Table
 
     skip = ("Config Name", "Status", "Unstable Metrics")
     cols = [c for c in table1_columns(data) if c not in skip]
-    table = Table(title=f"llmbench analyze | {data['model']} | {data['sweep_type']} sweep")
+    table = Table(title=f"llmbench analyze | {data.model} | {data.sweep_type} sweep")
     for c in cols:
-        label = _SHORT.get(c) or ("cost/1M\n" + data["cost"]["currency"])
+        label = (
+            "cost/1M\n" + data.cost.currency if c.startswith("Cost per 1M") else _short_header(c)
+        )
         table.add_column(label, justify="right", no_wrap=True)
     table.add_column("note")
-    knee = data["knee"]
-    slo = data["slo"]
-    for i, p in enumerate(data["points"]):
+    knee = data.knee
+    slo = data.slo
+    for i, p in enumerate(data.points):
         row = table1_row(data, p)
         marks = []
-        if knee is not None and knee["index"] == i:
+        if knee is not None and knee.index == i:
             marks.append("[yellow]knee[/yellow]")
-        if slo is not None and slo["best_index"] == i:
+        if slo is not None and slo.best_index == i:
             marks.append("[green]best under SLO[/green]")
-        if p["status"] != "ok":
-            marks.append(f"[red]failed: {p['reason']}[/red]")
-        if p["unstable"]:
-            marks.append(f"[yellow]spread > 10%: {' '.join(p['unstable'])}[/yellow]")
-        if data["sweep_type"] == "concurrency":
+        if p.status != "ok":
+            marks.append(f"[red]failed: {p.reason}[/red]")
+        if p.unstable:
+            marks.append(f"[yellow]spread > 10%: {' '.join(p.unstable)}[/yellow]")
+        if data.sweep_type == "concurrency":
             row["Concurrency"] = f"[cyan]{row['Concurrency']}[/cyan]"
         table.add_row(*(row[c] for c in cols), " ".join(marks))
     console.print(table)
-    console.print(data["knee_message"])
+    console.print(data.knee_message)
     if slo is not None:
-        for line in slo["messages"]:
+        for line in slo.messages:
             console.print(line)
-    price = data["cost"]["price_per_hour"]
-    if price is not None:
-        best = slo["best_index"] if slo is not None and slo["best_index"] is not None else None
-        if best is not None:
-            c = data["points"][best]["cost_per_million_output_tokens"]
-            console.print(
-                f"cost at max load under SLO: {format_value(c, 4)} {data['cost']['currency']} "
-                f"per million output tokens ({price:g} {data['cost']['currency']}/h)"
-            )
-    if data["stopped_after_knee"]:
+    price = data.cost.price_per_hour
+    if price is not None and slo is not None and slo.best_index is not None:
+        cost = data.points[slo.best_index].cost_per_million_output_tokens
+        console.print(
+            f"cost at max load under SLO: {format_value(cost, 4)} {data.cost.currency} "
+            f"per million output tokens ({price:g} {data.cost.currency}/h)"
+        )
+    if data.stopped_after_knee:
         console.print("sweep stopped one point past the knee (--stop-after-knee)")
-    if data["failed_points"]:
-        console.print(f"[red]failed points: {', '.join(data['failed_points'])}[/red]")
-
-
-
+    if data.failed_points:
+        console.print(f"[red]failed points: {', '.join(data.failed_points)}[/red]")
 
 
 def collector_for_spec(spec: Spec, args: argparse.Namespace) -> Any:
@@ -409,4 +414,4 @@ def run(args: argparse.Namespace) -> int:
     if result.interrupted:
         console.print("[yellow]interrupted: run the same command again to resume[/yellow]")
         return 130
-    return 1 if data["failed_points"] else 0
+    return 1 if data.failed_points else 0
