@@ -9,7 +9,9 @@ layer may import it and it can never pull the runner or kopf into the operator's
 * :mod:`llmbench.api.spec`: the pydantic models (``Spec`` and its parts) and their rules;
 * :mod:`llmbench.api.rules`: the rule record (CEL + Python, one message) and error reporting;
 * :mod:`llmbench.api.sweep_values`: the points of a sweep range or list (pure);
-* :mod:`llmbench.api.crd`: the structural CustomResourceDefinition (``llmbench crd``).
+* :mod:`llmbench.api.crd`: the structural CustomResourceDefinition (``llmbench crd``);
+* :mod:`llmbench.api.results`: the typed results (a point, its telemetry, a sweep's analysis),
+  imported from there, not re-exported here (``Spec`` has a ``Cost`` too).
 """
 
 from .rules import Rule, SpecError, SpecIssue

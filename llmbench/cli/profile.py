@@ -227,7 +227,7 @@ async def _main(cfg: Any) -> int:
         console.print(line)
     if result.artifact_dir is not None:
         console.print(f"artefacts: {result.artifact_dir}")
-    return 130 if result.summary.get("interrupted") else 0
+    return 130 if result.summary.interrupted else 0
 
 
 def run(args: argparse.Namespace) -> int:

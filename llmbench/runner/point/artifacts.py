@@ -2,7 +2,8 @@
 
 ``profile_export.json`` keeps every measured fact per request (re-analysable later);
 ``profile_export_genai_perf.json`` holds the statistics and the arguments used (never the API
-key); ``profile_export_genai_perf.csv`` is GenAI-Perf's two-table CSV.
+key), written from and read back into :class:`~llmbench.api.results.PointResult`;
+``profile_export_genai_perf.csv`` is GenAI-Perf's two-table CSV.
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llmbench.api.results import GPU_SUMMARY_COLUMNS, PointResult, read_result
 from llmbench.runner.client.records import RequestRecord
-from llmbench.runner.report.tables import format_gpu_row, gpu_summary_rows_from_json
-from llmbench.runner.telemetry.model import GPU_SUMMARY_COLUMNS
+from llmbench.runner.report.tables import (
+    DISTRIBUTIONS,
+    METRIC_LABELS,
+    SINGLE_VALUES,
+    format_gpu_row,
+)
 
 PROFILE_EXPORT = "profile_export.json"
 GENAI_PERF_JSON = "profile_export_genai_perf.json"
@@ -27,26 +33,6 @@ INPUTS_JSON = "inputs.json"
 
 #: Statistic columns of the CSV's first table, in GenAI-Perf's order.
 CSV_STATS = ("avg", "min", "max", "p99", "p95", "p90", "p75", "p50", "p25", "p10", "p5", "p1")
-
-#: (JSON key, CSV label) of the distribution metrics, in GenAI-Perf's row order.
-CSV_ROWS = (
-    ("time_to_first_token", "Time To First Token (ms)"),
-    ("time_to_second_token", "Time To Second Token (ms)"),
-    ("request_latency", "Request Latency (ms)"),
-    ("inter_token_latency", "Inter Token Latency (ms)"),
-    ("output_token_throughput_per_user", "Output Token Throughput Per User (tokens/sec/user)"),
-    ("output_sequence_length", "Output Sequence Length (tokens)"),
-    ("input_sequence_length", "Input Sequence Length (tokens)"),
-    ("inter_chunk_gap", "Inter Chunk Gap (ms)"),
-)
-
-#: (JSON key, CSV label) of the single-value metrics in the second table.
-CSV_VALUES = (
-    ("output_token_throughput", "Output Token Throughput (tokens/sec)"),
-    ("request_throughput", "Request Throughput (per sec)"),
-    ("request_count", "Request Count (count)"),
-    ("goodput", "Request Goodput (per sec)"),
-)
 
 
 def default_artifact_dir(model: str, endpoint_type: str, mode: str, value: float | int) -> Path:
@@ -64,26 +50,25 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def genai_perf_csv(summary: dict[str, Any]) -> str:
+def genai_perf_csv(summary: PointResult) -> str:
     """The CSV text: distribution table, a blank line, then ``Metric,Value`` rows."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["Metric", *CSV_STATS])
-    for key, label in CSV_ROWS:
-        entry = summary.get(key)
-        if entry:
-            w.writerow([label, *(_fmt(entry.get(s)) for s in CSV_STATS)])
+    for key in DISTRIBUTIONS:
+        stat = summary.stat(key)
+        if stat is not None:
+            cells = (_fmt(getattr(stat, s)) for s in CSV_STATS)
+            w.writerow([METRIC_LABELS[key].genai_perf, *cells])
     w.writerow([])
     w.writerow(["Metric", "Value"])
-    for key, label in CSV_VALUES:
-        entry = summary.get(key)
-        if entry:
-            w.writerow([label, _fmt(entry.get("avg"))])
-    errors = summary.get("errors", {})
-    w.writerow(["Error Count (count)", errors.get("total", 0)])
-    for kind, info in errors.get("by_type", {}).items():
-        w.writerow([f"Errors: {kind} (count)", info["count"]])
-    gpu_rows = gpu_summary_rows_from_json(summary.get("telemetry") or {})
+    for key in SINGLE_VALUES:
+        if getattr(summary, key) is not None:
+            w.writerow([METRIC_LABELS[key].genai_perf, _fmt(summary.single(key))])
+    w.writerow(["Error Count (count)", summary.errors.total])
+    for kind, info in summary.errors.by_type.items():
+        w.writerow([f"Errors: {kind} (count)", info.count])
+    gpu_rows = summary.telemetry.gpu_rows() if summary.telemetry is not None else []
     if gpu_rows:
         # Third table, only with GPU telemetry: one row per GPU that served the target.
         w.writerow([])
@@ -103,7 +88,7 @@ def write_atomic(path: Path, text: str) -> None:
 def write_profile_artifacts(
     directory: Path,
     records: Sequence[RequestRecord],
-    summary: dict[str, Any],
+    summary: PointResult,
     inputs: dict[str, Any] | None = None,
 ) -> list[Path]:
     """Writes the profile's files and returns their paths."""
@@ -125,7 +110,7 @@ def write_profile_artifacts(
     )
     written.append(p)
     p = directory / GENAI_PERF_JSON
-    write_atomic(p, json.dumps(summary, indent=2))
+    write_atomic(p, summary.to_json(indent=2))
     written.append(p)
     p = directory / GENAI_PERF_CSV
     write_atomic(p, genai_perf_csv(summary))
@@ -139,7 +124,7 @@ def load_records(directory: Path) -> list[RequestRecord]:
     return [RequestRecord.from_json(d) for d in data["requests"]]
 
 
-def load_summary(directory: Path) -> dict[str, Any]:
-    """The statistics of a saved profile."""
-    result: dict[str, Any] = json.loads((directory / GENAI_PERF_JSON).read_text(encoding="utf-8"))
-    return result
+def load_summary(directory: Path) -> PointResult:
+    """The result of a saved profile; :class:`~llmbench.api.results.ResultFileError` (a
+    ValueError) naming the file and the field when it is missing or malformed."""
+    return read_result(PointResult, directory / GENAI_PERF_JSON)

@@ -18,45 +18,43 @@ from typing import Any
 
 import numpy as np
 
+from llmbench.api.results import (
+    Count,
+    Dispatch,
+    ErrorKind,
+    Errors,
+    Figure,
+    Goodput,
+    PointResult,
+    Stat,
+    TokenCounts,
+    Window,
+)
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
 
-#: Statistic names in the order the JSON export lists them.
-STAT_KEYS = (
-    "avg",
-    "min",
-    "max",
-    "p1",
-    "p5",
-    "p10",
-    "p25",
-    "p50",
-    "p75",
-    "p90",
-    "p95",
-    "p99",
-    "std",
-)
 _PCTS = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 
 #: SLO keys accepted by ``--goodput``: record metric in milliseconds.
 SLO_KEYS = ("ttft", "itl", "e2e")
 
 
-def stats(values: Iterable[float]) -> dict[str, float] | None:
+def stats(values: Iterable[float], unit: str | None = None) -> Stat | None:
     """avg/min/max/percentiles/std of ``values``; None for an empty set (reported as N/A).
 
     Percentiles interpolate linearly and std is the population std, as numpy (and so
-    GenAI-Perf) computes them by default.
+    GenAI-Perf) computes them by default. ``unit`` is left unset for internal figures (lags),
+    which the JSON lists without one.
     """
     arr = np.fromiter(values, dtype=np.float64)
     if arr.size == 0:
         return None
     pct = np.percentile(arr, _PCTS)
-    out = {"avg": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max())}
+    out: dict[str, Any] = {"avg": float(arr.mean()), "min": float(arr.min())}
+    out["max"] = float(arr.max())
     for p, v in zip(_PCTS, pct, strict=True):
         out[f"p{p}"] = float(v)
     out["std"] = float(arr.std())
-    return {k: out[k] for k in STAT_KEYS}
+    return Stat(**out) if unit is None else Stat(unit=unit, **out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +105,13 @@ def summarize(
     *,
     streaming: bool,
     slo: dict[str, float] | None = None,
-) -> dict[str, Any]:
-    """All point metrics in the layout of ``profile_export_genai_perf.json``.
+) -> PointResult:
+    """All point metrics, the model of ``profile_export_genai_perf.json``.
 
     Keys follow GenAI-Perf (``time_to_first_token``, ``inter_token_latency``, …) so existing
     tooling can read our exports; our additions (errors, token provenance, inter-chunk gaps,
-    dispatch lag) sit beside them under names of their own.
+    dispatch lag) sit beside them under names of their own. The profile runner adds what only
+    it knows (``interrupted``, ``client``, ``input_config``, ``telemetry``).
     """
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok]
@@ -120,66 +119,60 @@ def summarize(
     duration = (win[1] - win[0]) / 1e9 if win else 0.0
     derived = [per_request(r, streaming) for r in ok]
 
-    def ms(unit: str, values: Iterable[float | None]) -> dict[str, Any] | None:
-        s = stats(v for v in values if v is not None)
-        return None if s is None else {"unit": unit, **s}
+    def per_second(n: float) -> float | None:
+        return n / duration if duration else None
 
-    out: dict[str, Any] = {
-        "request_throughput": {
-            "unit": "requests/sec",
-            "avg": len(ok) / duration if duration else None,
-        },
-        "request_latency": ms("ms", (d.e2e_ms for d in derived)),
-        "time_to_first_token": ms("ms", (d.ttft_ms for d in derived)) if streaming else None,
-        "time_to_second_token": ms("ms", (d.ttst_ms for d in derived)) if streaming else None,
-        "inter_token_latency": ms("ms", (d.itl_ms for d in derived)) if streaming else None,
-        "output_token_throughput_per_user": (
-            ms("tokens/sec/user", (1000.0 / d.itl_ms for d in derived if d.itl_ms))
-            if streaming
-            else None
-        ),
-        "output_sequence_length": ms("tokens", (d.osl for d in derived)),
-        "input_sequence_length": ms("tokens", (d.isl for d in derived)),
-    }
-    total_osl = sum(d.osl or 0 for d in derived)
-    out["output_token_throughput"] = {
-        "unit": "tokens/sec",
-        "avg": total_osl / duration if duration else None,
-    }
-    out["request_count"] = {"unit": "count", "avg": len(ok)}
+    def streamed(unit: str, values: Iterable[float | None]) -> Stat | None:
+        return stats((v for v in values if v is not None), unit) if streaming else None
+
+    optional: dict[str, Any] = {}
     if slo:
         good = sum(1 for d in derived if meets_slo(d, slo))
-        out["goodput"] = {
-            "unit": "requests/sec",
-            "avg": good / duration if duration else None,
-            "slo": dict(slo),
-            "good_requests": good,
-        }
+        optional["goodput"] = Goodput(
+            unit="requests/sec", avg=per_second(good), slo=dict(slo), good_requests=good
+        )
     if streaming:
         gaps = ((b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False))
-        out["inter_chunk_gap"] = ms("ms", gaps)
-    out["errors"] = error_summary(measured)
-    out["token_counts"] = token_provenance(ok)
+        optional["inter_chunk_gap"] = stats(gaps, "ms")
     lag = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured if r.scheduled_ns is not None]
-    if lag:
+    lag_stats = stats(lag)
+    if lag_stats is not None:
         sends = sorted(r.sent_ns for r in measured)
         span = (sends[-1] - sends[0]) / 1e9
-        out["dispatch"] = {
-            "lag_ms": stats(lag),
-            "achieved_request_rate": (len(sends) - 1) / span if span > 0 else None,
-        }
-    out["window"] = {
-        "start_ns": win[0] if win else None,
-        "end_ns": win[1] if win else None,
-        "duration_s": duration,
-        "measured_requests": len(measured),
-        "completed_requests": len(ok),
-        "warmup_requests": len(records) - len(measured),
-    }
-    return out
+        optional["dispatch"] = Dispatch(
+            lag_ms=lag_stats,
+            achieved_request_rate=(len(sends) - 1) / span if span > 0 else None,
+        )
+    return PointResult(
+        request_throughput=Figure(unit="requests/sec", avg=per_second(len(ok))),
+        request_latency=stats((d.e2e_ms for d in derived), "ms"),
+        time_to_first_token=streamed("ms", (d.ttft_ms for d in derived)),
+        time_to_second_token=streamed("ms", (d.ttst_ms for d in derived)),
+        inter_token_latency=streamed("ms", (d.itl_ms for d in derived)),
+        output_token_throughput_per_user=streamed(
+            "tokens/sec/user", (1000.0 / d.itl_ms for d in derived if d.itl_ms)
+        ),
+        output_sequence_length=stats((d.osl for d in derived if d.osl is not None), "tokens"),
+        input_sequence_length=stats((d.isl for d in derived if d.isl is not None), "tokens"),
+        output_token_throughput=Figure(
+            unit="tokens/sec", avg=per_second(sum(d.osl or 0 for d in derived))
+        ),
+        request_count=Count(unit="count", avg=len(ok)),
+        errors=error_summary(measured),
+        token_counts=token_provenance(ok),
+        window=Window(
+            start_ns=win[0] if win else None,
+            end_ns=win[1] if win else None,
+            duration_s=duration,
+            measured_requests=len(measured),
+            completed_requests=len(ok),
+            warmup_requests=len(records) - len(measured),
+        ),
+        **optional,
+    )
 
 
-def error_summary(records: Iterable[RequestRecord]) -> dict[str, Any]:
+def error_summary(records: Iterable[RequestRecord]) -> Errors:
     """Errors by type with a count and one sample message each; never dropped silently."""
     counts: Counter[str] = Counter()
     samples: dict[str, str] = {}
@@ -190,13 +183,15 @@ def error_summary(records: Iterable[RequestRecord]) -> dict[str, Any]:
         elif r.last_token_ns is None:
             counts["incomplete"] += 1
             samples.setdefault("incomplete", "request did not finish before the run ended")
-    return {
-        "total": sum(counts.values()),
-        "by_type": {k: {"count": v, "sample": samples[k]} for k, v in sorted(counts.items())},
-    }
+    return Errors(
+        total=sum(counts.values()),
+        by_type={
+            k: ErrorKind(count=v, sample=samples[k]) for k, v in sorted(counts.items())
+        },
+    )
 
 
-def token_provenance(ok: Iterable[RequestRecord]) -> dict[str, Any]:
+def token_provenance(ok: Iterable[RequestRecord]) -> TokenCounts:
     """Where ISL/OSL came from and how often the client's tokenizer disagreed with the server."""
     osl_src: Counter[str] = Counter()
     isl_src: Counter[str] = Counter()
@@ -216,12 +211,12 @@ def token_provenance(ok: Iterable[RequestRecord]) -> dict[str, Any]:
             and r.input_tokens_client != r.input_tokens
         ):
             isl_mismatch += 1
-    return {
-        "output_tokens_source": dict(osl_src),
-        "input_tokens_source": dict(isl_src),
-        "output_tokens_mismatch": osl_mismatch,
-        "input_tokens_mismatch": isl_mismatch,
-    }
+    return TokenCounts(
+        output_tokens_source=dict(osl_src),
+        input_tokens_source=dict(isl_src),
+        output_tokens_mismatch=osl_mismatch,
+        input_tokens_mismatch=isl_mismatch,
+    )
 
 
 def itl_by_position(records: Iterable[RequestRecord]) -> list[float]:

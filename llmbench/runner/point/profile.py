@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from llmbench.api.results import ClientHealth, PointResult
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import workload as workload_mod
@@ -41,7 +42,9 @@ class ProfileError(Exception):
 
 @dataclass
 class ProfileResult:
-    summary: dict[str, Any]
+    """One measured point: its result model, its records and where its files went."""
+
+    summary: PointResult
     records: list[RequestRecord]
     artifact_dir: Path | None
 
@@ -124,7 +127,7 @@ async def run_profile(
 ) -> ProfileResult:
     """Measures one load point and (with ``write``) writes its artefacts.
 
-    ``stop`` ends the run early and keeps what completed (``summary["interrupted"]``).
+    ``stop`` ends the run early and keeps what completed (``summary.interrupted``).
     ``on_window("start"|"end")`` brackets the measured load, e.g. for telemetry scrapes.
     """
     if cfg.preflight:
@@ -168,14 +171,14 @@ async def run_profile(
     count_client_tokens(records, tok if cfg.tokenizer != "server" else None, prepared)
     streaming = wl.streaming
     summary = summarize(records, streaming=streaming, slo=cfg.goodput or None)
-    summary["interrupted"] = stop.is_set()
-    summary["client"] = client_health(progress.loop_lag_ms, cfg.load.workers)
-    summary["input_config"] = cfg.public_dict()
+    summary.interrupted = stop.is_set()
+    summary.client = client_health(progress.loop_lag_ms, cfg.load.workers)
+    summary.input_config = cfg.public_dict()
     result = getattr(collector, "result", None)
     if result is not None:
         measured_osl = sum(r.output_tokens or 0 for r in records if r.ok and not r.warmup)
-        summary["telemetry"] = telemetry_section(
-            result, records, output_tokens=measured_osl, window_s=summary["window"]["duration_s"]
+        summary.telemetry = telemetry_section(
+            result, records, output_tokens=measured_osl, window_s=summary.window.duration_s
         )
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
@@ -194,23 +197,21 @@ LOOP_LAG_WARN_P90_MS = 2.0
 LOOP_LAG_WARN_P99_MS = 10.0
 
 
-def client_health(lag_ms: list[float], workers: int) -> dict[str, Any]:
+def client_health(lag_ms: list[float], workers: int) -> ClientHealth:
     """How busy the measuring loop was, with a warning when its stamps may run late.
 
     Every read is stamped when the loop gets to it; a loop that wakes its timers late
     would have stamped arrivals late by about as much.
     """
     lag = stats(lag_ms)
-    out: dict[str, Any] = {"workers": workers, "loop_lag_ms": lag, "warnings": []}
-    if lag is not None and (
-        lag["p90"] > LOOP_LAG_WARN_P90_MS or lag["p99"] > LOOP_LAG_WARN_P99_MS
-    ):
-        out["warnings"].append(
-            f"the client's event loop could not keep up (lag p90 {lag['p90']:.1f} ms, p99 "
-            f"{lag['p99']:.1f} ms): arrival stamps may be late by as much; split the load "
+    warnings = []
+    if lag is not None and (lag.p90 > LOOP_LAG_WARN_P90_MS or lag.p99 > LOOP_LAG_WARN_P99_MS):
+        warnings.append(
+            f"the client's event loop could not keep up (lag p90 {lag.p90:.1f} ms, p99 "
+            f"{lag.p99:.1f} ms): arrival stamps may be late by as much; split the load "
             f"with --workers {workers + 1} or more"
         )
-    return out
+    return ClientHealth(workers=workers, loop_lag_ms=lag, warnings=warnings)
 
 
 async def _maybe_await(x: Any) -> None:

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from llmbench.api.results import PointResult
 from llmbench.runner.load.engine import Progress as Counters
-from llmbench.runner.point.artifacts import CSV_ROWS
+from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS
 
 _TABLE_STATS = ("avg", "min", "max", "p99", "p90", "p75")
+#: Single-valued rows of the console table, in GenAI-Perf's console order.
+_TABLE_SINGLES = ("output_token_throughput", "request_throughput", "goodput", "request_count")
 
 
 def stderr_console() -> Console:
@@ -29,68 +31,65 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
-def results_table(summary: dict[str, Any], title: str = "llmbench | LLM Metrics") -> Table:
+def results_table(summary: PointResult, title: str = "llmbench | LLM Metrics") -> Table:
     """GenAI-Perf's console table, plus error and goodput rows when there are any."""
     table = Table(title=title)
     table.add_column("Statistic", justify="right", style="cyan")
     for s in _TABLE_STATS:
         table.add_column(s, justify="right")
-    for key, label in CSV_ROWS:
-        entry = summary.get(key)
-        if entry:
-            table.add_row(label, *(f"{entry[s]:,.2f}" for s in _TABLE_STATS))
-    singles = [
-        ("output_token_throughput", "Output Token Throughput (tokens/sec)"),
-        ("request_throughput", "Request Throughput (per sec)"),
-        ("goodput", "Request Goodput (per sec)"),
-        ("request_count", "Request Count (count)"),
-    ]
-    for key, label in singles:
-        entry = summary.get(key)
-        if entry and entry.get("avg") is not None:
-            table.add_row(label, f"{entry['avg']:,.2f}", *(["N/A"] * (len(_TABLE_STATS) - 1)))
+    for key in DISTRIBUTIONS:
+        stat = summary.stat(key)
+        if stat is not None:
+            cells = (f"{getattr(stat, s):,.2f}" for s in _TABLE_STATS)
+            table.add_row(METRIC_LABELS[key].genai_perf, *cells)
+    for key in _TABLE_SINGLES:
+        value = summary.single(key)
+        if value is not None:
+            blank = ["N/A"] * (len(_TABLE_STATS) - 1)
+            table.add_row(METRIC_LABELS[key].genai_perf, f"{value:,.2f}", *blank)
     return table
 
 
-def notes(summary: dict[str, Any]) -> list[str]:
+def notes(summary: PointResult) -> list[str]:
     """One-line facts below the table: errors, token provenance, open-loop dispatch lag."""
     out = []
-    errors = summary.get("errors", {})
-    if errors.get("total"):
-        kinds = ", ".join(f"{k}: {v['count']}" for k, v in errors["by_type"].items())
-        out.append(f"[red]errors: {errors['total']} ({kinds})[/red]")
-    tc = summary.get("token_counts", {})
-    if tc.get("output_tokens_mismatch"):
+    errors = summary.errors
+    if errors.total:
+        kinds = ", ".join(f"{k}: {v.count}" for k, v in errors.by_type.items())
+        out.append(f"[red]errors: {errors.total} ({kinds})[/red]")
+    tc = summary.token_counts
+    if tc.output_tokens_mismatch:
         out.append(
             f"[yellow]client tokenizer disagreed with server usage on "
-            f"{tc['output_tokens_mismatch']} responses (server counts used)[/yellow]"
+            f"{tc.output_tokens_mismatch} responses (server counts used)[/yellow]"
         )
-    disp = summary.get("dispatch")
-    if disp and disp.get("lag_ms"):
-        lag = disp["lag_ms"]
-        target = summary.get("input_config", {}).get("request_rate")
-        achieved = disp.get("achieved_request_rate")
+    disp = summary.dispatch
+    if disp is not None:
+        lag = disp.lag_ms
+        target = (summary.input_config or {}).get("request_rate")
+        achieved = disp.achieved_request_rate
         shown = f"{achieved:.2f}" if achieved is not None else "N/A"
         out.append(
             f"request rate: target {target} /s, achieved {shown} /s; "
-            f"dispatch lag p99 {lag['p99']:.2f} ms, max {lag['max']:.2f} ms"
+            f"dispatch lag p99 {lag.p99:.2f} ms, max {lag.max:.2f} ms"
         )
-    for warning in (summary.get("client") or {}).get("warnings", []):
+    for warning in summary.client.warnings if summary.client is not None else []:
         out.append(f"[yellow]{warning}[/yellow]")
-    tele = summary.get("telemetry") or {}
-    for warning in tele.get("warnings", []):
-        out.append(f"[yellow]{warning}[/yellow]")
-    for signal in tele.get("validity", []):
-        colour = "red" if signal.get("severity") == "error" else "yellow"
-        out.append(f"[{colour}]validity: {signal['message']}[/{colour}]")
-    for server in (tele.get("server") or {}).values():
-        ttft, itl = server.get("ttft_mean_ms"), server.get("itl_mean_ms")
-        if ttft is not None and itl is not None:
-            out.append(
-                f"server-side ({server.get('engine')}): TTFT mean {ttft:.2f} ms, "
-                f"ITL mean {itl:.2f} ms"
-            )
-    if summary.get("interrupted"):
+    tele = summary.telemetry
+    if tele is not None:
+        for warning in tele.warnings:
+            out.append(f"[yellow]{warning}[/yellow]")
+        for signal in tele.validity:
+            colour = "red" if signal.severity == "error" else "yellow"
+            out.append(f"[{colour}]validity: {signal.message}[/{colour}]")
+        for server in tele.server.values():
+            ttft, itl = server.ttft_mean_ms, server.itl_mean_ms
+            if ttft is not None and itl is not None:
+                out.append(
+                    f"server-side ({server.engine}): TTFT mean {ttft:.2f} ms, "
+                    f"ITL mean {itl:.2f} ms"
+                )
+    if summary.interrupted:
         out.append("[yellow]interrupted: results cover the requests completed so far[/yellow]")
     return out
 

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llmbench.runner.client.records import RequestRecord
-from llmbench.runner.point.artifacts import CSV_ROWS, GENAI_PERF_JSON, load_records, load_summary
+from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_records, load_summary
+from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS, format_value
 
 DONE = "done"
 
@@ -93,12 +94,12 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
 
     result = load_sweep(run_dir)
     data = write_outputs(result)
-    streaming = bool(data["spec"].get("target", {}).get("streaming", True))
+    streaming = result.spec.target.streaming
     plots_dir = run_dir / PLOTS_DIR
     per_point = [
-        (p["label"], _point_records(run_dir, [r["name"] for r in p["runs"] if r["status"] == DONE]))
-        for p in data["points"]
-        if p["status"] == "ok"
+        (p.label, _point_records(run_dir, [r.name for r in p.runs if r.status == DONE]))
+        for p in data.points
+        if p.status == "ok"
     ]
     pngs = [
         latency_throughput_plot(data, "ttft", plots_dir / "ott_vs_ttft_p99.png"),
@@ -108,43 +109,43 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
         latency_distribution_plot(per_point, plots_dir / "latency_distributions.png", streaming),
     ]
     classes: dict[int, str] = {}
-    for i, p in enumerate(data["points"]):
-        if p["status"] != "ok":
+    for i, p in enumerate(data.points):
+        if p.status != "ok":
             classes[i] = "failed"
-    if data["slo"] is not None and data["slo"]["best_index"] is not None:
-        classes[data["slo"]["best_index"]] = "best"
-    if data["knee"] is not None:
-        classes[data["knee"]["index"]] = "knee"
+    if data.slo is not None and data.slo.best_index is not None:
+        classes[data.slo.best_index] = "best"
+    if data.knee is not None:
+        classes[data.knee.index] = "knee"
     text = analyze_csv(data, result)
     tables = text.split("\n\n", 1)
     body = [
-        f"<p class=\"note\">model <b>{html.escape(data['model'])}</b>, "
-        f"{html.escape(data['sweep_type'])} sweep over "
-        f"{html.escape(', '.join(f'{v:g}' for v in data['values']))}, "
-        f"{data['repetitions']} repetition(s) per point</p>",
+        f"<p class=\"note\">model <b>{html.escape(data.model)}</b>, "
+        f"{html.escape(data.sweep_type)} sweep over "
+        f"{html.escape(', '.join(f'{v:g}' for v in data.values))}, "
+        f"{data.repetitions} repetition(s) per point</p>",
         "<h2>Findings</h2>",
-        f"<p class=\"note\">{html.escape(data['knee_message'])}</p>",
+        f"<p class=\"note\">{html.escape(data.knee_message)}</p>",
     ]
-    if data["slo"] is not None:
-        body += [f"<p class=\"note\">{html.escape(m)}</p>" for m in data["slo"]["messages"]]
-    if data["cost"]["price_per_hour"] is not None and data["slo"] is not None:
-        bi = data["slo"]["best_index"]
+    if data.slo is not None:
+        body += [f"<p class=\"note\">{html.escape(m)}</p>" for m in data.slo.messages]
+    if data.cost.price_per_hour is not None and data.slo is not None:
+        bi = data.slo.best_index
         if bi is not None:
-            c = data["points"][bi]["cost_per_million_output_tokens"]
+            c = data.points[bi].cost_per_million_output_tokens
             body.append(
-                f"<p class=\"note\">cost at max load under SLO: {c:.4f} "
-                f"{html.escape(data['cost']['currency'])} per million output tokens</p>"
+                f"<p class=\"note\">cost at max load under SLO: {format_value(c, 4)} "
+                f"{html.escape(data.cost.currency)} per million output tokens</p>"
             )
-    if data["failed_points"]:
+    if data.failed_points:
         body.append(
             "<p class=\"note err\">failed points: "
-            f"{html.escape(', '.join(data['failed_points']))}</p>"
+            f"{html.escape(', '.join(data.failed_points))}</p>"
         )
-    if data["interrupted"]:
+    if data.interrupted:
         body.append("<p class=\"note warn\">the sweep was interrupted; re-run to resume</p>")
-    if data["stopped_after_knee"]:
+    if data.stopped_after_knee:
         body.append("<p class=\"note\">stopped one point past the knee (stopAfterKnee)</p>")
-    unstable = [p["name"] for p in data["points"] if p["unstable"]]
+    unstable = [p.name for p in data.points if p.unstable]
     if unstable:
         body.append(
             f"<p class=\"note warn\">spread over 10 % between repetitions: "
@@ -156,10 +157,10 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
     body.append("<h2>Plots</h2>")
     body += [_img(p) for p in pngs if p is not None]
     telemetry_pngs = [
-        (p["label"], run_dir / r["name"] / TELEMETRY_PNG)
-        for p in data["points"]
-        for r in p["runs"]
-        if (run_dir / r["name"] / TELEMETRY_PNG).is_file()
+        (p.label, run_dir / r.name / TELEMETRY_PNG)
+        for p in data.points
+        for r in p.runs
+        if (run_dir / r.name / TELEMETRY_PNG).is_file()
     ]
     if telemetry_pngs:
         body.append("<h2>GPU and server telemetry per point</h2>")
@@ -167,10 +168,10 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
             body += [f"<h3>{html.escape(label)}</h3>", _img(png)]
     body += [
         "<h2>Benchmark spec</h2>",
-        f"<pre>{html.escape(json.dumps(data['spec'], indent=2))}</pre>",
+        f"<pre>{html.escape(json.dumps(data.spec, indent=2))}</pre>",
         f"<p class=\"note\">files: {html.escape(str(run_dir / ANALYZE_CSV))}</p>",
     ]
-    out.write_text(_page(f"llmbench analyze: {data['model']}", body), encoding="utf-8")
+    out.write_text(_page(f"llmbench analyze: {data.model}", body), encoding="utf-8")
     return out
 
 
@@ -182,7 +183,7 @@ def _profile_report(run_dir: Path, out: Path) -> Path:
     )
 
     summary = load_summary(run_dir)
-    cfg = summary.get("input_config") or {}
+    cfg = summary.input_config or {}
     streaming = bool(cfg.get("streaming", True))
     records = _point_records(run_dir, ["."])
     label = f"{cfg.get('model', 'model')} {run_dir.name}"
@@ -195,22 +196,21 @@ def _profile_report(run_dir: Path, out: Path) -> Path:
     ]
     stats = ("avg", "min", "max", "p99", "p90", "p75", "p50")
     rows = ["Metric," + ",".join(stats)]
-    for key, name in CSV_ROWS:
-        e = summary.get(key)
-        if e:
-            rows.append(f"\"{name}\"," + ",".join(f"{e[s]:.2f}" for s in stats))
-    singles = [("output_token_throughput", "Output Token Throughput (tokens/sec)"),
-               ("request_throughput", "Request Throughput (per sec)"),
-               ("goodput", "Request Goodput (per sec)")]
-    for key, name in singles:
-        e = summary.get(key)
-        if e and e.get("avg") is not None:
-            rows.append(f"\"{name}\",{e['avg']:.2f}" + ",N/A" * (len(stats) - 1))
+    for key in DISTRIBUTIONS:
+        stat = summary.stat(key)
+        if stat is not None:
+            cells = ",".join(f"{getattr(stat, s):.2f}" for s in stats)
+            rows.append(f"\"{METRIC_LABELS[key].genai_perf}\"," + cells)
+    for key in ("output_token_throughput", "request_throughput", "goodput"):
+        value = summary.single(key)
+        if value is not None:
+            name = METRIC_LABELS[key].genai_perf
+            rows.append(f"\"{name}\",{value:.2f}" + ",N/A" * (len(stats) - 1))
     body = ["<h2>Metrics</h2>", _csv_table("\n".join(rows))]
-    errors = summary.get("errors") or {}
-    if errors.get("total"):
-        kinds = ", ".join(f"{k}: {v['count']}" for k, v in errors.get("by_type", {}).items())
-        body.append(f"<p class=\"note err\">errors: {errors['total']} ({html.escape(kinds)})</p>")
+    errors = summary.errors
+    if errors.total:
+        kinds = ", ".join(f"{k}: {v.count}" for k, v in errors.by_type.items())
+        body.append(f"<p class=\"note err\">errors: {errors.total} ({html.escape(kinds)})</p>")
     body.append("<h2>Plots</h2>")
     body += [_img(p) for p in pngs if p is not None]
     if (run_dir / TELEMETRY_PNG).is_file():

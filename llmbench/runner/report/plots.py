@@ -1,9 +1,10 @@
 """PNG plots of a sweep or a single profile, drawn from saved artefacts only.
 
 Why from artefacts: ``llmbench report DIR`` must redraw a run measured yesterday (or in a pod)
-without the server, so every plot reads ``analyze_export_genai_perf.json`` and each point's
-``profile_export.json``. matplotlib is imported inside the functions with the Agg backend: the
-CLI starts fast and plotting works on machines without a display.
+without the server, so every plot reads ``analyze_export_genai_perf.json`` (as its model,
+:class:`~llmbench.api.results.SweepAnalysis`) and each point's ``profile_export.json``.
+matplotlib is imported inside the functions with the Agg backend: the CLI starts fast and
+plotting works on machines without a display.
 
 Plots:
 
@@ -21,7 +22,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llmbench.api.results import PointMetrics, SweepAnalysis
 from llmbench.runner.client.records import RequestRecord
+from llmbench.runner.report.tables import METRIC_LABELS
 
 __all__ = [
     "itl_position_plot",
@@ -52,51 +55,54 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def latency_throughput_plot(data: dict[str, Any], metric: str, path: Path) -> Path | None:
+def latency_throughput_plot(data: SweepAnalysis, metric: str, path: Path) -> Path | None:
     """OTT (y) against p99 TTFT or ITL (x) per sweep point; None when nothing to draw.
 
     ``metric`` is ``"ttft"`` or ``"itl"``. Marks the knee (red), the best point under SLO
     (green ring) and the SLO limit for that metric (dashed green line).
     """
-    attr, label, slo_key = {
-        "ttft": ("ttft_p99_ms", "p99 time to first token (ms)", "ttft_p99"),
-        "itl": ("itl_p99_ms", "p99 inter-token latency (ms)", "itl_p99"),
+    attr, field, slo_key = {
+        "ttft": ("ttft_p99_ms", "time_to_first_token", "ttft_p99"),
+        "itl": ("itl_p99_ms", "inter_token_latency", "itl_p99"),
     }[metric]
-    pts = [
-        (i, p) for i, p in enumerate(data["points"])
-        if p["metrics"].get(attr) is not None and p["metrics"].get("ott") is not None
-    ]
+
+    def xy(m: PointMetrics) -> tuple[float, float] | None:
+        x = getattr(m, attr)
+        return None if x is None or m.ott is None else (float(x), m.ott)
+
+    pts = [(p, c) for p in data.points if (c := xy(p.metrics)) is not None]
     if not pts:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    xs = [p["metrics"][attr] for _, p in pts]
-    ys = [p["metrics"]["ott"] for _, p in pts]
+    xs = [c[0] for _, c in pts]
+    ys = [c[1] for _, c in pts]
     ax.plot(xs, ys, "-o", color=_LINE_COLOR, label="sweep point", zorder=2)
-    for (_, p), x, y in zip(pts, xs, ys, strict=True):
+    for p, (x, y) in pts:
         ax.annotate(
-            f"{p['value']:g}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8
+            f"{p.value:g}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8
         )
-    knee = data.get("knee")
+    knee = data.knee
     if knee is not None:
-        kp = data["points"][knee["index"]]["metrics"]
-        if kp.get(attr) is not None and kp.get("ott") is not None:
-            ax.scatter([kp[attr]], [kp["ott"]], s=220, marker="*", color=_KNEE_COLOR, zorder=3,
-                       label=f"knee ({', '.join(knee['rules'])})")
-    slo = data.get("slo")
+        kc = xy(data.points[knee.index].metrics)
+        if kc is not None:
+            ax.scatter([kc[0]], [kc[1]], s=220, marker="*", color=_KNEE_COLOR, zorder=3,
+                       label=f"knee ({', '.join(knee.rules)})")
+    slo = data.slo
     if slo is not None:
-        limit = slo["limits"].get(slo_key)
+        limit = slo.limits.get(slo_key)
         if limit is not None:
             ax.axvline(limit, color=_SLO_COLOR, linestyle="--", label=f"SLO {limit:g} ms")
-        if slo.get("best_index") is not None:
-            bp = data["points"][slo["best_index"]]["metrics"]
-            if bp.get(attr) is not None:
-                ax.scatter([bp[attr]], [bp["ott"]], s=260, facecolors="none",
+        if slo.best_index is not None:
+            bc = xy(data.points[slo.best_index].metrics)
+            if bc is not None:
+                ax.scatter([bc[0]], [bc[1]], s=260, facecolors="none",
                            edgecolors=_SLO_COLOR, linewidths=2, zorder=4,
                            label="max OTT under SLO")
-    ax.set_xlabel(label)
-    ax.set_ylabel("output token throughput (tokens/s)")
-    ax.set_title(f"{data['model']}: throughput vs {metric.upper()} ({data['sweep_type']} sweep)")
+    ott = METRIC_LABELS["output_token_throughput"]
+    ax.set_xlabel(METRIC_LABELS[field].stat("p99"))
+    ax.set_ylabel(f"{ott.name} ({ott.unit})")
+    ax.set_title(f"{data.model}: throughput vs {metric.upper()} ({data.sweep_type} sweep)")
     ax.grid(True, alpha=0.3)
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)

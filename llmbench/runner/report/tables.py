@@ -1,20 +1,29 @@
-"""Table cells: the one ``N/A`` formatter and the one GPU-table (table 2) row builder.
+"""Table cells and names: the one ``N/A`` formatter, the GPU-table cells and the metric labels.
 
-Why this module exists: the per-point CSV (``profile_export_genai_perf.csv``) and the sweep's
-``analyze_export_genai_perf.csv`` print the same GPU table, and a missing metric must read
-``N/A`` (never 0) in both; building and formatting those rows in one place keeps them identical.
-Rows are built from the saved ``"telemetry"`` section, so tables can be rebuilt from artefacts
-alone. Light on purpose: no scraper, parser or plotting library is imported.
+Why this module exists: the per-point CSV (``profile_export_genai_perf.csv``), the sweep's
+``analyze_export_genai_perf.csv``, the console tables, the HTML report, the plots, ``compare``
+and the SLO messages all name the same metrics and print the same GPU table; a missing metric
+must read ``N/A`` (never 0) everywhere, and a metric must not be called three different things.
+Rows come from the result models (:mod:`llmbench.api.results`), so tables rebuild from
+artefacts alone. Light on purpose: no scraper, parser or plotting library is imported.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from llmbench.runner.telemetry.model import GPU_SUMMARY_COLUMNS
+from llmbench.api.results import GPU_SUMMARY_COLUMNS
 
-__all__ = ["format_gpu_row", "format_value", "gpu_summary_rows_from_json"]
+__all__ = [
+    "DISTRIBUTIONS",
+    "METRIC_LABELS",
+    "SINGLE_VALUES",
+    "MetricLabel",
+    "format_gpu_row",
+    "format_value",
+]
 
 
 def format_value(value: float | None, digits: int = 2) -> str:
@@ -27,7 +36,8 @@ def format_value(value: float | None, digits: int = 2) -> str:
 def format_gpu_row(row: Mapping[str, Any]) -> list[str]:
     """CSV cells of one table-2 row, in :data:`GPU_SUMMARY_COLUMNS` order.
 
-    Energy keeps six decimals: one point's energy in MJ is small (100 J = 0.0001 MJ).
+    Rows come from :meth:`llmbench.api.results.TelemetrySummary.gpu_rows`. Energy keeps six
+    decimals: one point's energy in MJ is small (100 J = 0.0001 MJ).
     """
     cells = []
     for c in GPU_SUMMARY_COLUMNS:
@@ -36,20 +46,59 @@ def format_gpu_row(row: Mapping[str, Any]) -> list[str]:
     return cells
 
 
-def gpu_summary_rows_from_json(telemetry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Table-2 rows from a saved ``profile_export_genai_perf.json["telemetry"]`` section, so
-    ``llmbench analyze`` can build the GPU table from artefacts alone (same keys and values as
-    :func:`gpu_summary_rows`)."""
-    rows = []
-    for gid, g in (telemetry.get("gpus") or {}).items():
-        rows.append(
-            {
-                "GPU": g.get("gpu_id", gid),
-                "UUID": g.get("uuid"),
-                "p99 GPU Power Usage (W)": (g.get("power_w") or {}).get("p99"),
-                "GPU Energy Consumption (MJ)": g.get("energy_mj"),
-                "p99 GPU Utilization (%)": (g.get("utilization_pct") or {}).get("p99"),
-                "p99 GPU Memory Used (GB)": (g.get("memory_used_gb") or {}).get("p99"),
-            }
-        )
-    return rows
+@dataclass(frozen=True)
+class MetricLabel:
+    """How one metric of :class:`~llmbench.api.results.PointResult` is named to people.
+
+    ``genai_perf`` is GenAI-Perf's row label (CSV and console tables, kept verbatim so its
+    readers recognise ours); ``name`` and ``unit`` build every other label (sweep columns,
+    compare rows, plot axes, SLO messages); ``terse`` heads a narrow console column.
+    """
+
+    genai_perf: str
+    name: str
+    unit: str
+    terse: str
+
+    def stat(self, stat: str) -> str:
+        """``p99 TTFT (ms)``: one statistic of the metric, as the sweep table names it."""
+        return f"{stat} {self.name} ({self.unit})"
+
+
+#: PointResult field -> labels. The single place a metric's name is spelled.
+METRIC_LABELS: dict[str, MetricLabel] = {
+    "time_to_first_token": MetricLabel("Time To First Token (ms)", "TTFT", "ms", "TTFT"),
+    "time_to_second_token": MetricLabel("Time To Second Token (ms)", "TTST", "ms", "TTST"),
+    "request_latency": MetricLabel("Request Latency (ms)", "Request Latency", "ms", "e2e"),
+    "inter_token_latency": MetricLabel("Inter Token Latency (ms)", "ITL", "ms", "ITL"),
+    "output_token_throughput_per_user": MetricLabel(
+        "Output Token Throughput Per User (tokens/sec/user)", "OTT per user", "tok/s/user",
+        "OTT/user",
+    ),
+    "output_sequence_length": MetricLabel(
+        "Output Sequence Length (tokens)", "OSL", "tokens", "OSL"
+    ),
+    "input_sequence_length": MetricLabel("Input Sequence Length (tokens)", "ISL", "tokens", "ISL"),
+    "inter_chunk_gap": MetricLabel("Inter Chunk Gap (ms)", "inter-chunk gap", "ms", "gap"),
+    "output_token_throughput": MetricLabel(
+        "Output Token Throughput (tokens/sec)", "OTT", "tok/s", "OTT"
+    ),
+    "request_throughput": MetricLabel("Request Throughput (per sec)", "RPS", "req/s", "RPS"),
+    "request_count": MetricLabel("Request Count (count)", "requests", "count", "requests"),
+    "goodput": MetricLabel("Request Goodput (per sec)", "Goodput", "req/s", "goodput"),
+}
+
+#: Distribution metrics (a :class:`~llmbench.api.results.Stat` each), GenAI-Perf's row order.
+DISTRIBUTIONS = (
+    "time_to_first_token",
+    "time_to_second_token",
+    "request_latency",
+    "inter_token_latency",
+    "output_token_throughput_per_user",
+    "output_sequence_length",
+    "input_sequence_length",
+    "inter_chunk_gap",
+)
+
+#: Single-valued metrics (``avg`` only), in the order of the CSV's second table.
+SINGLE_VALUES = ("output_token_throughput", "request_throughput", "request_count", "goodput")

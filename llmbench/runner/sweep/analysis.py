@@ -6,23 +6,33 @@ not, the spread of repeated points, and the cost per million output tokens. Runn
 is :mod:`.run`; the command line that drives both is :mod:`llmbench.cli.analyze`.
 
 Outputs in the run folder: ``analyze_export_genai_perf.csv`` (table 1, and table 2 per GPU when
-telemetry exists) and ``analyze_export_genai_perf.json`` (everything, read back by ``report``
-and ``compare``).
+telemetry exists) and ``analyze_export_genai_perf.json`` (everything, the model
+:class:`~llmbench.api.results.SweepAnalysis`, read back by ``report`` and ``compare``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from llmbench.api import Spec
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
-from llmbench.runner.report.tables import format_gpu_row, format_value
+from llmbench.api.results import (
+    GPU_SUMMARY_COLUMNS,
+    CostSummary,
+    KneeSummary,
+    PointResult,
+    ResultFileError,
+    RunInfo,
+    SloVerdict,
+    SweepAnalysis,
+    SweepPoint,
+    read_result,
+)
+from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_summary, write_atomic
+from llmbench.runner.report.tables import METRIC_LABELS, format_gpu_row, format_value
 from llmbench.runner.sweep.knee import (
     SloResult,
     find_knee,
@@ -40,7 +50,6 @@ from llmbench.runner.sweep.run import (
     point_name,
     read_checkpoint,
 )
-from llmbench.runner.telemetry.model import GPU_SUMMARY_COLUMNS
 
 __all__ = [
     "ANALYZE_CSV",
@@ -48,6 +57,7 @@ __all__ = [
     "TABLE1_COLUMNS",
     "analysis",
     "analyze_csv",
+    "load_analysis",
     "load_sweep",
     "write_outputs",
 ]
@@ -55,16 +65,25 @@ __all__ = [
 ANALYZE_CSV = "analyze_export_genai_perf.csv"
 ANALYZE_JSON = "analyze_export_genai_perf.json"
 
+_L = METRIC_LABELS
+#: Table 1 columns that show a metric → (PointResult field, PointMetrics attribute); the
+#: headers are spelled by the label table (``p99 TTFT (ms)``, ``Avg. OTT (tok/s)``, ``RPS``).
+METRIC_COLUMNS: dict[str, tuple[str, str]] = {
+    _L["time_to_first_token"].stat("p99"): ("time_to_first_token", "ttft_p99_ms"),
+    _L["inter_token_latency"].stat("p99"): ("inter_token_latency", "itl_p99_ms"),
+    _L["request_latency"].stat("p99"): ("request_latency", "e2e_p99_ms"),
+    _L["output_token_throughput"].stat("Avg."): ("output_token_throughput", "ott"),
+    _L["request_throughput"].name: ("request_throughput", "rps"),
+    f"{_L['goodput'].name} ({_L['goodput'].unit})": ("goodput", "goodput"),
+}
+_GOODPUT_COLUMN = f"{_L['goodput'].name} ({_L['goodput'].unit})"
+
 #: GenAI-Perf's table 1 columns, always first and in this order.
 TABLE1_COLUMNS = (
     "Config Name",
     "Concurrency",
     "ISL",
-    "p99 TTFT (ms)",
-    "p99 ITL (ms)",
-    "p99 Request Latency (ms)",
-    "Avg. OTT (tok/s)",
-    "RPS",
+    *(c for c in METRIC_COLUMNS if c != _GOODPUT_COLUMN),
 )
 
 KNEE_SWEEPS = ("concurrency", "request_rate")
@@ -84,18 +103,26 @@ def config_name(result: SweepResult, value: float) -> str:
     return name[: -len("-rep1")] if result.spec.repetitions > 1 else name
 
 
+def _mean(values: Sequence[float | None]) -> float | None:
+    nums = [float(v) for v in values if v is not None]
+    return sum(nums) / len(nums) if nums else None
+
+
+def _done(runs: Sequence[PointRun]) -> list[PointResult]:
+    return [r.summary for r in runs if r.status == DONE and r.summary is not None]
+
+
 def _energy(runs: Sequence[PointRun]) -> float | None:
     """Joules per output token (mean over repetitions) from the telemetry efficiency figures."""
-    values = []
-    for r in runs:
-        eff = ((r.summary or {}).get("telemetry") or {}).get("efficiency") or {}
-        if r.status == DONE and eff.get("joules_per_output_token") is not None:
-            values.append(float(eff["joules_per_output_token"]))
-    return sum(values) / len(values) if values else None
+    return _mean([
+        s.telemetry.efficiency.joules_per_output_token
+        for s in _done(runs)
+        if s.telemetry is not None and s.telemetry.efficiency is not None
+    ])
 
 
-def analysis(result: SweepResult) -> dict[str, Any]:
-    """Knee, SLO verdicts, spreads and cost of a sweep: the content of the JSON export."""
+def analysis(result: SweepResult) -> SweepAnalysis:
+    """Knee, SLO verdicts, spreads and cost of a sweep: the model of the JSON export."""
     spec = result.spec
     groups = result.by_value()
     aggregated = result.points()
@@ -114,74 +141,72 @@ def analysis(result: SweepResult) -> dict[str, Any]:
     price = spec.cost.price_per_hour
     points = []
     for i, (group, (m, spreads)) in enumerate(zip(groups, aggregated, strict=True)):
-        entry: dict[str, Any] = {
-            "name": config_name(result, m.value),
-            "value": m.value,
-            "label": value_label(result.sweep_type, m.value),
-            "status": "failed" if m.failed else "ok",
-            "reason": m.failed,
-            "runs": [
-                {"name": r.name, "status": r.status, "reason": r.reason, "resumed": r.resumed}
+        verdict: dict[str, Any] = {}
+        if slo is not None:
+            violations = [str(v) for v in slo.violations[i]]
+            verdict = {"meets_slo": slo.passed(i), "violations": violations}
+        points.append(SweepPoint(
+            name=config_name(result, m.value),
+            value=m.value,
+            label=value_label(result.sweep_type, m.value),
+            status="failed" if m.failed else "ok",
+            reason=m.failed,
+            runs=[
+                RunInfo(name=r.name, status=r.status, reason=r.reason, resumed=r.resumed)
                 for r in group
             ],
-            "metrics": {**asdict(m), "goodput_ratio": m.goodput_ratio},
-            "spreads": {k: s.to_json() for k, s in spreads.items()},
-            "unstable": sorted(k for k, s in spreads.items() if s.unstable and s.n > 1),
-            "cost_per_million_output_tokens": cost_per_million(m.ott, price),
-            "joules_per_output_token": _energy(group),
-            "isl": _isl(result, m.value, group),
-            "achieved_request_rate": _achieved_rate(group),
-        }
-        if slo is not None:
-            entry["meets_slo"] = slo.passed(i)
-            entry["violations"] = [str(v) for v in slo.violations[i]]
-        points.append(entry)
-    out: dict[str, Any] = {
-        "model": result.model,
-        "sweep_type": result.sweep_type,
-        "values": result.values,
-        "repetitions": spec.repetitions,
-        "spec": spec.to_dict(),
-        "points": points,
-        "knee": (
-            {"index": knee.index, "value": knee.value, "rules": list(knee.rules),
-             "details": list(knee.details), "name": points[knee.index]["name"]}
+            metrics=m,
+            spreads=spreads,
+            unstable=sorted(k for k, s in spreads.items() if s.unstable and s.n > 1),
+            cost_per_million_output_tokens=cost_per_million(m.ott, price),
+            joules_per_output_token=_energy(group),
+            isl=_isl(result, m.value, group),
+            achieved_request_rate=_achieved_rate(group),
+            **verdict,
+        ))
+    return SweepAnalysis(
+        model=result.model,
+        sweep_type=result.sweep_type,
+        values=result.values,
+        repetitions=spec.repetitions,
+        spec=spec.to_dict(),
+        points=points,
+        knee=(
+            KneeSummary(index=knee.index, value=knee.value, rules=list(knee.rules),
+                 details=list(knee.details), name=points[knee.index].name)
             if knee is not None
             else None
         ),
-        "knee_message": kmsg,
-        "slo": None,
-        "cost": {"price_per_hour": price, "currency": spec.cost.currency},
-        "interrupted": result.interrupted,
-        "stopped_after_knee": result.stopped_after_knee,
-        "stopped_on_failure": result.stopped_on_failure,
-        "resumed": list(result.resumed),
-        "failed_points": [p["name"] for p in points if p["status"] == "failed"],
-    }
-    if slo is not None:
-        out["slo"] = {
-            "limits": limits,
-            "best_index": slo.best,
-            "best": points[slo.best]["name"] if slo.best is not None else None,
-            "max_ott": metrics[slo.best].ott if slo.best is not None else None,
-            "first_failure_index": slo.first_failure,
-            "first_failure": (
-                points[slo.first_failure]["name"] if slo.first_failure is not None else None
-            ),
-            "messages": slo_message(slo, metrics, limits, result.sweep_type),
-        }
-    return out
+        knee_message=kmsg,
+        slo=(
+            SloVerdict(
+                limits=limits,
+                best_index=slo.best,
+                best=points[slo.best].name if slo.best is not None else None,
+                max_ott=metrics[slo.best].ott if slo.best is not None else None,
+                first_failure_index=slo.first_failure,
+                first_failure=(
+                    points[slo.first_failure].name if slo.first_failure is not None else None
+                ),
+                messages=slo_message(slo, metrics, limits, result.sweep_type),
+            )
+            if slo is not None
+            else None
+        ),
+        cost=CostSummary(price_per_hour=price, currency=spec.cost.currency),
+        interrupted=result.interrupted,
+        stopped_after_knee=result.stopped_after_knee,
+        stopped_on_failure=result.stopped_on_failure,
+        resumed=list(result.resumed),
+        failed_points=[p.name for p in points if p.status == "failed"],
+    )
 
 
 def _achieved_rate(group: Sequence[PointRun]) -> float | None:
     """Mean achieved send rate of an open-loop point: a client that fell behind shows here."""
-    rates = [
-        ((r.summary or {}).get("dispatch") or {}).get("achieved_request_rate")
-        for r in group
-        if r.status == DONE
-    ]
-    nums = [float(v) for v in rates if v is not None]
-    return sum(nums) / len(nums) if nums else None
+    return _mean([
+        s.dispatch.achieved_request_rate for s in _done(group) if s.dispatch is not None
+    ])
 
 
 def _isl(result: SweepResult, value: float, group: Sequence[PointRun]) -> float | None:
@@ -190,96 +215,82 @@ def _isl(result: SweepResult, value: float, group: Sequence[PointRun]) -> float 
         return value
     if result.spec.workload.input_file is None:
         return float(result.spec.workload.input_tokens.mean)
-    vals = [
-        ((r.summary or {}).get("input_sequence_length") or {}).get("avg")
-        for r in group
-        if r.status == DONE
-    ]
-    nums = [v for v in vals if v is not None]
-    return sum(nums) / len(nums) if nums else None
+    return _mean([
+        s.input_sequence_length.avg for s in _done(group) if s.input_sequence_length is not None
+    ])
 
 
-def table1_columns(data: dict[str, Any]) -> list[str]:
+def table1_columns(data: SweepAnalysis) -> list[str]:
     """Table 1 header: GenAI-Perf's eight columns, then ours when they apply."""
     cols = list(TABLE1_COLUMNS)
-    st = data["sweep_type"]
+    st = data.sweep_type
     if st == "request_rate":
         cols += ["Request Rate (req/s)", "Achieved Rate (req/s)"]
     if st == "output_sequence_length":
         cols.append("OSL")
-    if data["slo"] is not None:
-        cols += ["Goodput (req/s)", "Meets SLO"]
-    if data["cost"]["price_per_hour"] is not None:
-        cols.append(f"Cost per 1M Output Tokens ({data['cost']['currency']})")
-    if any(p["joules_per_output_token"] is not None for p in data["points"]):
+    if data.slo is not None:
+        cols += [_GOODPUT_COLUMN, "Meets SLO"]
+    if data.cost.price_per_hour is not None:
+        cols.append(f"Cost per 1M Output Tokens ({data.cost.currency})")
+    if any(p.joules_per_output_token is not None for p in data.points):
         cols.append("Energy per Output Token (J)")
-    if data["repetitions"] > 1:
+    if data.repetitions > 1:
         cols += ["Repetitions", "Max Spread (%)", "Unstable Metrics"]
     cols.append("Status")
     return cols
 
 
-def table1_row(data: dict[str, Any], p: dict[str, Any]) -> dict[str, str]:
-    m = p["metrics"]
-    spec = data["spec"]
-    st = data["sweep_type"]
-    load = spec.get("load", {})
+def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
+    """One point's table 1 cells by column (every column; :func:`table1_columns` picks)."""
+    m = p.metrics
+    st = data.sweep_type
+    load = data.spec.get("load", {})
     if st == "concurrency":
-        conc = f"{p['value']:g}"
+        conc = f"{p.value:g}"
     elif st == "request_rate" or load.get("mode") == "request_rate":
         mc = load.get("maxConcurrency")
         conc = str(mc) if mc is not None else "N/A"
     else:
         conc = str(load.get("concurrency", 1))
     row = {
-        "Config Name": p["name"],
+        "Config Name": p.name,
         "Concurrency": conc,
-        "ISL": "N/A" if p["isl"] is None else f"{p['isl']:g}",
-        "p99 TTFT (ms)": format_value(m["ttft_p99_ms"]),
-        "p99 ITL (ms)": format_value(m["itl_p99_ms"]),
-        "p99 Request Latency (ms)": format_value(m["e2e_p99_ms"]),
-        "Avg. OTT (tok/s)": format_value(m["ott"]),
-        "RPS": format_value(m["rps"]),
-        "Request Rate (req/s)": f"{p['value']:g}",
-        "Achieved Rate (req/s)": format_value(p.get("achieved_request_rate")),
-        "OSL": f"{p['value']:g}",
-        "Goodput (req/s)": format_value(m["goodput"]),
-        "Meets SLO": "yes" if p.get("meets_slo") else "no",
-        f"Cost per 1M Output Tokens ({data['cost']['currency']})": format_value(
-            p["cost_per_million_output_tokens"], 4
+        "ISL": "N/A" if p.isl is None else f"{p.isl:g}",
+        **{col: format_value(getattr(m, attr)) for col, (_, attr) in METRIC_COLUMNS.items()},
+        "Request Rate (req/s)": f"{p.value:g}",
+        "Achieved Rate (req/s)": format_value(p.achieved_request_rate),
+        "OSL": f"{p.value:g}",
+        "Meets SLO": "yes" if p.meets_slo else "no",
+        f"Cost per 1M Output Tokens ({data.cost.currency})": format_value(
+            p.cost_per_million_output_tokens, 4
         ),
-        "Energy per Output Token (J)": format_value(p["joules_per_output_token"], 4),
-        "Repetitions": str(len([r for r in p["runs"] if r["status"] == DONE])),
+        "Energy per Output Token (J)": format_value(p.joules_per_output_token, 4),
+        "Repetitions": str(len([r for r in p.runs if r.status == DONE])),
         "Max Spread (%)": format_value(
-            max((s["spread_pct"] for s in p["spreads"].values()), default=None), 1
+            max((s.spread_pct for s in p.spreads.values()), default=None), 1
         ),
-        "Unstable Metrics": " ".join(p["unstable"]),
-        "Status": "ok" if p["status"] == "ok" else f"failed: {p['reason']}",
+        "Unstable Metrics": " ".join(p.unstable),
+        "Status": "ok" if p.status == "ok" else f"failed: {p.reason}",
     }
     return row
 
 
-def telemetry_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """Table 2 rows (one per GPU) of one point, from its summary's ``telemetry`` section.
-
-    Absent telemetry means no rows, so no table 2.
-    """
-    from llmbench.runner.report.tables import gpu_summary_rows_from_json
-
-    return gpu_summary_rows_from_json(summary.get("telemetry") or {})
+def telemetry_rows(summary: PointResult) -> list[dict[str, Any]]:
+    """Table 2 rows (one per GPU) of one point; absent telemetry means no rows, no table 2."""
+    return summary.telemetry.gpu_rows() if summary.telemetry is not None else []
 
 
 #: Table 2: the point, then telemetry's per-GPU columns (GenAI-Perf's GPU table).
 TABLE2_COLUMNS = ("Config Name", *GPU_SUMMARY_COLUMNS)
 
 
-def analyze_csv(data: dict[str, Any], result: SweepResult | None = None) -> str:
+def analyze_csv(data: SweepAnalysis, result: SweepResult | None = None) -> str:
     """``analyze_export_genai_perf.csv``: table 1, and table 2 (per point and GPU) if any."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     cols = table1_columns(data)
     w.writerow(cols)
-    for p in data["points"]:
+    for p in data.points:
         row = table1_row(data, p)
         w.writerow([row[c] for c in cols])
     if result is not None:
@@ -296,46 +307,48 @@ def analyze_csv(data: dict[str, Any], result: SweepResult | None = None) -> str:
     return buf.getvalue()
 
 
-def write_outputs(result: SweepResult) -> dict[str, Any]:
+def write_outputs(result: SweepResult) -> SweepAnalysis:
     """Writes the CSV and JSON exports into the run folder; returns the analysis."""
     data = analysis(result)
-    write_atomic(result.run_dir / ANALYZE_JSON, json.dumps(data, indent=1))
+    write_atomic(result.run_dir / ANALYZE_JSON, data.to_json(indent=1))
     write_atomic(result.run_dir / ANALYZE_CSV, analyze_csv(data, result))
     return data
+
+
+def load_analysis(run_dir: Path) -> SweepAnalysis:
+    """``analyze_export_genai_perf.json`` of a run folder; ValueError naming the file (and the
+    field, when the file is not the model)."""
+    jpath = run_dir / ANALYZE_JSON
+    if not jpath.is_file():
+        raise ValueError(f"{jpath}: not found; is {run_dir} an `llmbench analyze` folder?")
+    return read_result(SweepAnalysis, jpath)
 
 
 def load_sweep(run_dir: Path) -> SweepResult:
     """A sweep rebuilt from its folder (``analyze_export_genai_perf.json`` + checkpoint + points).
 
-    Raises ValueError naming the file that is missing or unreadable.
+    Raises ValueError naming the file that is missing or unreadable (and the field, when a file
+    is not its model). A point whose own result file is unusable becomes a failed run.
     """
-    jpath = run_dir / ANALYZE_JSON
-    try:
-        data = json.loads(jpath.read_text(encoding="utf-8"))
-    except OSError:
-        raise ValueError(
-            f"{jpath}: not found; is {run_dir} an `llmbench analyze` folder?"
-        ) from None
-    except ValueError as exc:
-        raise ValueError(f"{jpath}: not valid JSON ({exc})") from None
-    spec = Spec.from_manifest(data["spec"])
+    data = load_analysis(run_dir)
+    spec = Spec.from_manifest(data.spec)
     try:
         ckpt = read_checkpoint(run_dir / CHECKPOINT) or {"points": {}}
     except CheckpointError as exc:
         raise ValueError(str(exc)) from None
-    result = SweepResult(spec, run_dir, data["model"], data["sweep_type"], list(data["values"]))
-    result.interrupted = bool(data.get("interrupted"))
-    result.stopped_after_knee = bool(data.get("stopped_after_knee"))
-    result.stopped_on_failure = bool(data.get("stopped_on_failure"))
+    result = SweepResult(spec, run_dir, data.model, data.sweep_type, list(data.values))
+    result.interrupted = data.interrupted
+    result.stopped_after_knee = data.stopped_after_knee
+    result.stopped_on_failure = data.stopped_on_failure
     for name, info in ckpt["points"].items():
         summary = None
         status = info.get("status")
         reason = info.get("reason")
         if status == DONE:
             try:
-                summary = json.loads((run_dir / name / GENAI_PERF_JSON).read_text("utf-8"))
-            except (OSError, ValueError):
-                status, reason = "failed", f"{name}/{GENAI_PERF_JSON} missing or unreadable"
+                summary = load_summary(run_dir / name)
+            except ResultFileError as exc:
+                status, reason = "failed", f"{name}/{GENAI_PERF_JSON} unusable: {exc}"
         result.runs.append(
             PointRun(name, float(info["value"]), int(info.get("repetition", 1)), status, reason,
                      summary)
@@ -343,5 +356,3 @@ def load_sweep(run_dir: Path) -> SweepResult:
     order = {v: i for i, v in enumerate(result.values)}
     result.runs.sort(key=lambda r: (order.get(r.value, 1e9), r.repetition))
     return result
-
-

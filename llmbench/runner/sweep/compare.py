@@ -24,9 +24,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from llmbench.runner.report.tables import format_value
+from llmbench.api.results import PointResult, SweepAnalysis, SweepPoint, validate_result
+from llmbench.runner.report.tables import METRIC_LABELS, format_value
 
 __all__ = [
     "DEFAULT_TOLERANCES",
@@ -39,29 +39,35 @@ __all__ = [
     "signed_tolerance",
 ]
 
-#: metric key → (higher is better, label).
-METRICS: dict[str, tuple[bool, str]] = {
-    "ott": (True, "output token throughput (tok/s)"),
-    "rps": (True, "request throughput (req/s)"),
-    "goodput": (True, "goodput (req/s)"),
-    "ttft_p99": (False, "p99 TTFT (ms)"),
-    "ttft_p50": (False, "p50 TTFT (ms)"),
-    "ttft_avg": (False, "avg TTFT (ms)"),
-    "itl_p99": (False, "p99 ITL (ms)"),
-    "itl_avg": (False, "avg ITL (ms)"),
-    "e2e_p99": (False, "p99 request latency (ms)"),
-    "e2e_avg": (False, "avg request latency (ms)"),
-    "error_rate": (False, "errors per measured request"),
-    "max_ott_under_slo": (True, "max OTT under SLO (tok/s)"),
-    "peak_ott": (True, "peak OTT over the sweep (tok/s)"),
-}
-DEFAULT_TOLERANCES = {"ott": 5.0, "ttft_p99": 10.0, "itl_p99": 10.0}
-
+_L = METRIC_LABELS
+#: Point metrics compared by their statistic: key prefix → PointResult field.
 _SUMMARY_KEYS = {
     "ttft": "time_to_first_token",
     "itl": "inter_token_latency",
     "e2e": "request_latency",
 }
+
+
+def _single(field: str) -> str:
+    return f"{_L[field].name} ({_L[field].unit})"
+
+
+#: metric key → (higher is better, label); metric names spelled by the one label table.
+METRICS: dict[str, tuple[bool, str]] = {
+    "ott": (True, _single("output_token_throughput")),
+    "rps": (True, _single("request_throughput")),
+    "goodput": (True, _single("goodput")),
+    **{
+        f"{short}_{stat}": (False, _L[field].stat(stat))
+        for short, field in _SUMMARY_KEYS.items()
+        for stat in ("p99", "p50", "avg")
+        if stat != "p50" or short == "ttft"
+    },
+    "error_rate": (False, "errors per measured request"),
+    "max_ott_under_slo": (True, f"max {_single('output_token_throughput')} under SLO"),
+    "peak_ott": (True, f"peak {_single('output_token_throughput')} over the sweep"),
+}
+DEFAULT_TOLERANCES = {"ott": 5.0, "ttft_p99": 10.0, "itl_p99": 10.0}
 
 
 @dataclass(frozen=True)
@@ -110,8 +116,11 @@ def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------------
 
 
-def _load(path: Path) -> tuple[str, dict[str, Any]]:
-    """("profile" | "sweep", data) from a folder or one of the two JSON exports."""
+def _load(path: Path) -> PointResult | SweepAnalysis:
+    """The profile or sweep result in a folder (or one of the two JSON exports).
+
+    ValueError naming the file, and the field when the file is not its model.
+    """
     from llmbench.runner.point.artifacts import GENAI_PERF_JSON
     from llmbench.runner.sweep.analysis import ANALYZE_JSON
 
@@ -124,50 +133,47 @@ def _load(path: Path) -> tuple[str, dict[str, Any]]:
                 raise ValueError(f"{c}: not readable JSON ({exc})") from None
             if not isinstance(data, dict):
                 raise ValueError(f"{c}: not an llmbench export")
-            return ("sweep" if "points" in data and "sweep_type" in data else "profile"), data
+            if "points" in data and "sweep_type" in data:
+                return validate_result(SweepAnalysis, data, str(c))
+            return validate_result(PointResult, data, str(c))
     raise ValueError(
         f"{path}: no {ANALYZE_JSON} or {GENAI_PERF_JSON} (is it an llmbench result folder?)"
     )
 
 
-def _profile_metrics(s: dict[str, Any]) -> dict[str, float | None]:
-    def get(key: str, stat: str) -> float | None:
-        entry = s.get(key) or {}
-        v = entry.get(stat)
-        return float(v) if v is not None else None
-
+def _profile_metrics(s: PointResult) -> dict[str, float | None]:
     out: dict[str, float | None] = {
-        "ott": get("output_token_throughput", "avg"),
-        "rps": get("request_throughput", "avg"),
-        "goodput": get("goodput", "avg"),
+        "ott": s.single("output_token_throughput"),
+        "rps": s.single("request_throughput"),
+        "goodput": s.single("goodput"),
     }
-    for short, key in _SUMMARY_KEYS.items():
-        out[f"{short}_p99"] = get(key, "p99")
-        out[f"{short}_avg"] = get(key, "avg")
-    out["ttft_p50"] = get("time_to_first_token", "p50")
-    measured = (s.get("window") or {}).get("measured_requests")
-    errors = (s.get("errors") or {}).get("total")
-    out["error_rate"] = errors / measured if measured and errors is not None else None
+    for short, field in _SUMMARY_KEYS.items():
+        stat = s.stat(field)
+        out[f"{short}_p99"] = stat.p99 if stat is not None else None
+        out[f"{short}_avg"] = stat.avg if stat is not None else None
+    ttft = s.time_to_first_token
+    out["ttft_p50"] = ttft.p50 if ttft is not None else None
+    measured = s.window.measured_requests
+    out["error_rate"] = s.errors.total / measured if measured else None
     return out
 
 
-def _point_metrics(p: dict[str, Any]) -> dict[str, float | None]:
-    m = p.get("metrics") or {}
+def _point_metrics(p: SweepPoint) -> dict[str, float | None]:
+    m = p.metrics
     return {
-        "ott": m.get("ott"),
-        "rps": m.get("rps"),
-        "goodput": m.get("goodput"),
-        "ttft_p99": m.get("ttft_p99_ms"),
-        "itl_p99": m.get("itl_p99_ms"),
-        "e2e_p99": m.get("e2e_p99_ms"),
+        "ott": m.ott,
+        "rps": m.rps,
+        "goodput": m.goodput,
+        "ttft_p99": m.ttft_p99_ms,
+        "itl_p99": m.itl_p99_ms,
+        "e2e_p99": m.e2e_p99_ms,
     }
 
 
-def _sweep_metrics(d: dict[str, Any]) -> dict[str, float | None]:
-    otts = [p["metrics"]["ott"] for p in d["points"] if p["metrics"].get("ott") is not None]
-    slo = d.get("slo") or {}
+def _sweep_metrics(d: SweepAnalysis) -> dict[str, float | None]:
+    otts = [p.metrics.ott for p in d.points if p.metrics.ott is not None]
     return {
-        "max_ott_under_slo": slo.get("max_ott") if slo else None,
+        "max_ott_under_slo": d.slo.max_ott if d.slo is not None else None,
         "peak_ott": max(otts) if otts else None,
     }
 
@@ -200,31 +206,33 @@ def _row(
     return Row(scope, metric, a, b, change, tol, verdict)
 
 
+def _kind(x: PointResult | SweepAnalysis) -> str:
+    return "profile" if isinstance(x, PointResult) else "sweep"
+
+
 def compare(a_path: Path, b_path: Path, tolerances: dict[str, float]) -> list[Row]:
     """Every compared metric as rows; ValueError when A and B are not comparable."""
-    kind_a, a = _load(a_path)
-    kind_b, b = _load(b_path)
-    if kind_a != kind_b:
-        raise ValueError(f"{a_path} is a {kind_a} and {b_path} a {kind_b}: compare like with like")
+    a, b = _load(a_path), _load(b_path)
     rows: list[Row] = []
-    if kind_a == "profile":
+    if isinstance(a, PointResult) and isinstance(b, PointResult):
         ma, mb = _profile_metrics(a), _profile_metrics(b)
         for k in ma:
             if ma[k] is not None or mb[k] is not None:
                 rows.append(_row("profile", k, ma[k], mb[k], tolerances))
         return rows
-    if a["sweep_type"] != b["sweep_type"]:
-        raise ValueError(
-            f"{a_path} sweeps {a['sweep_type']} and {b_path} sweeps {b['sweep_type']}"
-        )
+    if not (isinstance(a, SweepAnalysis) and isinstance(b, SweepAnalysis)):
+        kind_a, kind_b = (_kind(x) for x in (a, b))
+        raise ValueError(f"{a_path} is a {kind_a} and {b_path} a {kind_b}: compare like with like")
+    if a.sweep_type != b.sweep_type:
+        raise ValueError(f"{a_path} sweeps {a.sweep_type} and {b_path} sweeps {b.sweep_type}")
     sa, sb = _sweep_metrics(a), _sweep_metrics(b)
     for k in sa:
         if sa[k] is not None or sb[k] is not None:
             rows.append(_row("sweep", k, sa[k], sb[k], tolerances))
-    pa = {p["value"]: p for p in a["points"]}
-    pb = {p["value"]: p for p in b["points"]}
+    pa = {p.value: p for p in a.points}
+    pb = {p.value: p for p in b.points}
     for value in sorted(set(pa) | set(pb)):
-        label = (pa.get(value) or pb[value])["label"]
+        label = (pa.get(value) or pb[value]).label
         if value not in pb or value not in pa:
             rows.append(Row(label, "point", None, None, None, None,
                             "only in A" if value not in pb else "only in B"))

@@ -1,7 +1,8 @@
 """Where a sweep stops paying off: the knee, and the most load that still meets the SLO.
 
-Pure functions over per-point figures, so the rules are testable by hand and the operator can
-apply them to results it reads back from a ConfigMap.
+Pure functions over per-point figures (:class:`~llmbench.api.results.PointMetrics`, the model
+the sweep analysis stores), so the rules are testable by hand and the operator can apply them
+to results it reads back from a ConfigMap.
 
 The knee (the rule of ../shared/seeds: "GenAI-Perf in depth"): walking the sweep from the
 lowest load up, the knee is the first point where
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from llmbench.api.results import PointMetrics
+from llmbench.runner.report.tables import METRIC_LABELS
 
 __all__ = [
     "Knee",
@@ -44,62 +47,13 @@ OTT_MIN_GROWTH = 0.05
 RULE_TTFT = "ttft_p99"
 RULE_OTT = "ott_plateau"
 
-#: SLO key → (PointMetrics attribute, label, unit).
+#: SLO key → (PointMetrics attribute, label, unit); latency labels from the one label table.
 SLO_METRICS = {
-    "ttft_p99": ("ttft_p99_ms", "p99 TTFT", "ms"),
-    "itl_p99": ("itl_p99_ms", "p99 ITL", "ms"),
-    "e2e_p99": ("e2e_p99_ms", "p99 request latency", "ms"),
+    "ttft_p99": ("ttft_p99_ms", f"p99 {METRIC_LABELS['time_to_first_token'].name}", "ms"),
+    "itl_p99": ("itl_p99_ms", f"p99 {METRIC_LABELS['inter_token_latency'].name}", "ms"),
+    "e2e_p99": ("e2e_p99_ms", f"p99 {METRIC_LABELS['request_latency'].name.lower()}", "ms"),
     "goodput_ratio": ("goodput_ratio", "goodput ratio", ""),
 }
-
-
-@dataclass(frozen=True)
-class PointMetrics:
-    """The figures of one sweep point that the knee and SLO rules read (ms, tokens/s)."""
-
-    value: float
-    ttft_p99_ms: float | None = None
-    itl_p99_ms: float | None = None
-    e2e_p99_ms: float | None = None
-    ott: float | None = None
-    rps: float | None = None
-    goodput: float | None = None
-    completed: int = 0
-    good_requests: int | None = None
-    failed: str | None = None
-
-    @property
-    def goodput_ratio(self) -> float | None:
-        """Fraction of completed requests meeting every per-request SLO."""
-        if self.good_requests is None or not self.completed:
-            return None
-        return self.good_requests / self.completed
-
-    @classmethod
-    def from_summary(cls, value: float, summary: Mapping[str, Any]) -> PointMetrics:
-        """Reads a ``profile_export_genai_perf.json`` summary."""
-
-        def p99(key: str) -> float | None:
-            entry = summary.get(key)
-            return float(entry["p99"]) if entry and entry.get("p99") is not None else None
-
-        def avg(key: str) -> float | None:
-            entry = summary.get(key)
-            return float(entry["avg"]) if entry and entry.get("avg") is not None else None
-
-        window = summary.get("window") or {}
-        gp = summary.get("goodput") or {}
-        return cls(
-            value=value,
-            ttft_p99_ms=p99("time_to_first_token"),
-            itl_p99_ms=p99("inter_token_latency"),
-            e2e_p99_ms=p99("request_latency"),
-            ott=avg("output_token_throughput"),
-            rps=avg("request_throughput"),
-            goodput=avg("goodput"),
-            completed=int(window.get("completed_requests") or 0),
-            good_requests=gp.get("good_requests"),
-        )
 
 
 @dataclass(frozen=True)

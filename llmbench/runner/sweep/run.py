@@ -34,8 +34,9 @@ from typing import Any
 import numpy as np
 
 from llmbench.api import Spec
+from llmbench.api.results import PointResult, ResultFileError, Spread
 from llmbench.runner.client.transport import ConnectError
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, default_artifact_dir, write_atomic
+from llmbench.runner.point.artifacts import default_artifact_dir, load_summary, write_atomic
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.profile import ProfileError, run_profile
 from llmbench.runner.sweep.knee import PointMetrics, find_knee
@@ -76,57 +77,35 @@ class PointRun:
     repetition: int
     status: str
     reason: str | None = None
-    summary: dict[str, Any] | None = None
+    summary: PointResult | None = None
     resumed: bool = False
 
     def metrics(self) -> PointMetrics:
         """The knee/SLO figures of this run (a failed run carries its reason)."""
         if self.status != DONE or self.summary is None:
-            return PointMetrics(self.value, failed=self.reason or "failed")
+            return PointMetrics(value=self.value, failed=self.reason or "failed")
         return PointMetrics.from_summary(self.value, self.summary)
 
 
-#: Metrics whose spread across repetitions is reported: PointMetrics attribute → label.
-SPREAD_METRICS = {
-    "ttft_p99_ms": "p99 TTFT",
-    "itl_p99_ms": "p99 ITL",
-    "e2e_p99_ms": "p99 request latency",
-    "ott": "OTT",
-    "rps": "RPS",
-}
+#: PointMetrics attributes whose spread across repetitions is reported (labels: the
+#: attribute's metric in :data:`llmbench.runner.report.tables.METRIC_LABELS`).
+SPREAD_METRICS = ("ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "ott", "rps")
 
 
-@dataclass(frozen=True)
-class Spread:
-    """Mean, std, min, max of one metric over the repetitions of one point."""
-
-    mean: float
-    std: float
-    min: float
-    max: float
-    n: int
-
-    @property
-    def relative(self) -> float:
-        """(max - min) / mean: how far apart the repetitions landed."""
-        return (self.max - self.min) / self.mean if self.mean else 0.0
-
-    @property
-    def unstable(self) -> bool:
-        """Spread above 10 %: the point is not reproducible enough to compare on."""
-        return self.relative > SPREAD_LIMIT
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain dict for ``analyze_export_genai_perf.json``."""
-        return {
-            "mean": self.mean,
-            "std": self.std,
-            "min": self.min,
-            "max": self.max,
-            "n": self.n,
-            "spread_pct": self.relative * 100,
-            "unstable": self.unstable,
-        }
+def spread(values: Sequence[float]) -> Spread:
+    """Mean, std, min, max of one metric over a point's repetitions; unstable above 10 %."""
+    arr = np.asarray(values, dtype=np.float64)
+    mean = float(arr.mean())
+    relative = (float(arr.max()) - float(arr.min())) / mean if mean else 0.0
+    return Spread(
+        mean=mean,
+        std=float(arr.std()),
+        min=float(arr.min()),
+        max=float(arr.max()),
+        n=len(values),
+        spread_pct=relative * 100,
+        unstable=relative > SPREAD_LIMIT,
+    )
 
 
 def aggregate(runs: Sequence[PointRun]) -> tuple[PointMetrics, dict[str, Spread]]:
@@ -138,7 +117,7 @@ def aggregate(runs: Sequence[PointRun]) -> tuple[PointMetrics, dict[str, Spread]
     ok = [r.metrics() for r in runs if r.status == DONE and r.summary is not None]
     if not ok:
         reason = next((r.reason for r in runs if r.reason), "failed")
-        return PointMetrics(value, failed=reason), {}
+        return PointMetrics(value=value, failed=reason), {}
     spreads: dict[str, Spread] = {}
     means: dict[str, float | None] = {}
     for attr in (*SPREAD_METRICS, "goodput"):
@@ -146,12 +125,9 @@ def aggregate(runs: Sequence[PointRun]) -> tuple[PointMetrics, dict[str, Spread]
         if not vals:
             means[attr] = None
             continue
-        arr = np.asarray(vals, dtype=np.float64)
-        means[attr] = float(arr.mean())
+        means[attr] = float(np.mean(np.asarray(vals, dtype=np.float64)))
         if attr in SPREAD_METRICS:
-            spreads[attr] = Spread(
-                float(arr.mean()), float(arr.std()), float(arr.min()), float(arr.max()), len(vals)
-            )
+            spreads[attr] = spread(vals)
     good = [m.good_requests for m in ok if m.good_requests is not None]
     mean_point = PointMetrics(
         value=value,
@@ -297,19 +273,6 @@ async def _default_runner(cfg: Any, stop: asyncio.Event) -> Any:
     return await run_profile(cfg, stop=stop)
 
 
-def _failure_reason(summary: dict[str, Any]) -> str | None:
-    """Why a point produced nothing, from its error counts; None if something completed."""
-    window = summary.get("window") or {}
-    if window.get("completed_requests"):
-        return None
-    errors = summary.get("errors") or {}
-    kinds = errors.get("by_type") or {}
-    if not kinds:
-        return "no request completed"
-    parts = [f"{k} x{v['count']}: {v.get('sample', '')}".strip() for k, v in kinds.items()]
-    return "no request completed (" + "; ".join(parts) + ")"
-
-
 async def run_sweep(
     spec: Spec,
     run_dir: Path,
@@ -369,9 +332,10 @@ async def run_sweep(
             point_dir = run_dir / name
             if name in done:
                 try:
-                    summary = json.loads((point_dir / GENAI_PERF_JSON).read_text("utf-8"))
-                except (OSError, ValueError):
-                    say(f"{name}: checkpoint says done but its results are missing; re-running")
+                    summary = load_summary(point_dir)
+                except ResultFileError as exc:
+                    say(f"{name}: checkpoint says done but its results are unusable ({exc}); "
+                        "re-running")
                 else:
                     result.runs.append(PointRun(name, value, rep, DONE, None, summary, True))
                     result.resumed.append(name)
@@ -396,11 +360,11 @@ async def run_sweep(
                 run = PointRun(name, value, rep, FAILED, f"{type(exc).__name__}: {exc}")
             else:
                 summary = pr.summary
-                if summary.get("interrupted"):
+                if summary.interrupted:
                     result.interrupted = True
                     say(f"{name}: interrupted; it will run again when the sweep resumes")
                     break
-                reason = _failure_reason(summary)
+                reason = summary.failure_reason()
                 run = PointRun(name, value, rep, FAILED if reason else DONE, reason, summary)
             result.runs.append(run)
             write_checkpoint(result, fp)

@@ -17,7 +17,7 @@ Example::
     await collector.start()          # when the measurement window opens
     ...                              # measured requests
     result = await collector.stop()  # when it closes
-    rows = gpu_summary_rows(result)
+    rows = telemetry_json(result).gpu_rows()
 """
 
 from __future__ import annotations

@@ -10,19 +10,31 @@ types and constants, and none of them scrapes or parses anything; kept apart fro
   is not 0 W.
 * :class:`GpuFilter` says which GPUs serve the target, from the DCGM labels read by
   :func:`workload_pod`, :func:`workload_namespace`, :func:`first_label` and :func:`gpu_id`.
-* The DCGM field names (``POWER``, ``ENERGY``, ...), the inference servers' metric names
+* The DCGM field names (``POWER``, ``ENERGY``, ...) and the inference servers' metric names
   (vLLM old and new, SGLang, TGI: :data:`SERVER_GAUGES`, :data:`SERVER_COUNTERS`,
-  :data:`SERVER_HISTOGRAMS`) and :data:`GPU_SUMMARY_COLUMNS`, GenAI-Perf's GPU table.
+  :data:`SERVER_HISTOGRAMS`); :data:`GPU_SUMMARY_COLUMNS` is re-exported from the result models.
+* ``to_model()`` turns each live summary into its stored form
+  (:mod:`llmbench.api.results`), the one shape the artefacts, the sweep and the report read.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+
+from llmbench.api.results import (
+    GPU_SUMMARY_COLUMNS,
+    Gauge,
+    GpuFilterSettings,
+    GpuSeries,
+    GpuTelemetry,
+    ServerSeries,
+    ServerTelemetry,
+)
 
 __all__ = [
     "DRAM_ACTIVE",
@@ -69,16 +81,6 @@ ENFORCED_POWER_LIMIT = "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"  # W, wins when presen
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"  # ratio 0..1
 TENSOR_ACTIVE = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"  # ratio 0..1
 DRAM_ACTIVE = "DCGM_FI_PROF_DRAM_ACTIVE"  # ratio 0..1
-
-#: Columns of table 2 of ``analyze_export_genai_perf.csv`` (one row per GPU).
-GPU_SUMMARY_COLUMNS = (
-    "GPU",
-    "UUID",
-    "p99 GPU Power Usage (W)",
-    "GPU Energy Consumption (MJ)",
-    "p99 GPU Utilization (%)",
-    "p99 GPU Memory Used (GB)",
-)
 
 # --- inference-server metric names: canonical -> candidates, first present wins ---------------
 SERVER_GAUGES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -221,9 +223,9 @@ class Stat:
             n=int(arr.size),
         )
 
-    def to_json(self) -> dict[str, float | int | None]:
-        """Plain dict for the JSON export."""
-        return {"avg": self.avg, "p99": self.p99, "min": self.min, "max": self.max, "n": self.n}
+    def to_model(self) -> Gauge:
+        """This gauge as stored in ``profile_export_genai_perf.json``."""
+        return Gauge(avg=self.avg, p99=self.p99, min=self.min, max=self.max, n=self.n)
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,12 @@ class GpuFilter:
             parts.append("uuids=" + ",".join(self.uuids))
         return " ".join(parts) or "none"
 
+    def to_model(self) -> GpuFilterSettings:
+        """The filter as stored in the point's telemetry section."""
+        return GpuFilterSettings(
+            pods=list(self.pods), namespaces=list(self.namespaces), uuids=list(self.uuids)
+        )
+
 
 @dataclass
 class GpuSummary:
@@ -307,40 +315,17 @@ class GpuSummary:
         """Energy in megajoules (MJ, 1e6 J), the unit of GenAI-Perf's GPU table."""
         return None if self.energy_j is None else self.energy_j / 1e6
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain dict for ``profile_export_genai_perf.json``."""
-        return {
-            "gpu_id": self.gpu_id,
-            "index": self.index,
-            "uuid": self.uuid,
-            "hostname": self.hostname,
-            "model_name": self.model_name,
-            "pci_bus_id": self.pci_bus_id,
-            "pod": self.pod,
-            "namespace": self.namespace,
-            "container": self.container,
-            "source_url": self.source_url,
-            "power_w": self.power_w.to_json(),
-            "energy_j": self.energy_j,
-            "energy_mj": self.energy_mj,
-            "energy_counter_resets": self.energy_counter_resets,
-            "utilization_pct": self.utilization_pct.to_json(),
-            "memory_used_gb": self.memory_used_gb.to_json(),
-            "memory_total_gb": self.memory_total_gb,
-            "power_limit_w": self.power_limit_w,
-            "gr_engine_active": self.gr_engine_active.to_json(),
-            "tensor_active": self.tensor_active.to_json(),
-            "dram_active": self.dram_active.to_json(),
-            "scrapes": self.scrapes,
-            "distinct_samples": self.distinct_samples,
-            "effective_resolution_s": self.effective_resolution_s,
-            "stale": self.stale,
-            "series": {
-                "t_s": [p[0] for p in self.series],
-                "power_w": [p[1] for p in self.series],
-                "utilization_pct": [p[2] for p in self.series],
-            },
-        }
+    def to_model(self) -> GpuTelemetry:
+        """This GPU as stored in ``profile_export_genai_perf.json`` (series by column)."""
+        return GpuTelemetry(
+            **_stored_fields(self, skip=("series",)),
+            energy_mj=self.energy_mj,
+            series=GpuSeries(
+                t_s=[p[0] for p in self.series],
+                power_w=[p[1] for p in self.series],
+                utilization_pct=[p[2] for p in self.series],
+            ),
+        )
 
 
 @dataclass
@@ -367,30 +352,20 @@ class ServerSummary:
         default_factory=list
     )
 
-    def to_json(self) -> dict[str, Any]:
-        """Plain dict for ``profile_export_genai_perf.json``."""
-        return {
-            "url": self.url,
-            "engine": self.engine,
-            "kv_cache_usage": self.kv_cache_usage.to_json(),
-            "requests_running": self.requests_running.to_json(),
-            "requests_waiting": self.requests_waiting.to_json(),
-            "requests_completed": self.requests_completed,
-            "prompt_tokens": self.prompt_tokens,
-            "generation_tokens": self.generation_tokens,
-            "ttft_mean_ms": _ms(self.ttft_mean_s),
-            "itl_mean_ms": _ms(self.itl_mean_s),
-            "e2e_mean_ms": _ms(self.e2e_mean_s),
-            "queue_mean_ms": _ms(self.queue_mean_s),
-            "scrapes": self.scrapes,
-            "names": dict(self.names),
-            "series": {
-                "t_s": [p[0] for p in self.series],
-                "kv_cache_usage": [p[1] for p in self.series],
-                "requests_running": [p[2] for p in self.series],
-                "requests_waiting": [p[3] for p in self.series],
-            },
-        }
+    def to_model(self) -> ServerTelemetry:
+        """This server as stored in ``profile_export_genai_perf.json`` (means in ms)."""
+        means = ("ttft_mean_s", "itl_mean_s", "e2e_mean_s", "queue_mean_s")
+        stored = _stored_fields(self, skip=("series", *means))
+        stored.update({m.removesuffix("_s") + "_ms": _ms(getattr(self, m)) for m in means})
+        return ServerTelemetry(
+            **stored,
+            series=ServerSeries(
+                t_s=[p[0] for p in self.series],
+                kv_cache_usage=[p[1] for p in self.series],
+                requests_running=[p[2] for p in self.series],
+                requests_waiting=[p[3] for p in self.series],
+            ),
+        )
 
 
 @dataclass
@@ -414,3 +389,18 @@ class TelemetryResult:
 
 def _ms(v: float | None) -> float | None:
     return None if v is None else v * 1000.0
+
+
+def _stored_fields(summary: GpuSummary | ServerSummary, skip: tuple[str, ...]) -> dict[str, Any]:
+    """The dataclass fields stored under their own name, gauges as their stored model.
+
+    The stored model declares the key order, so only the fields that change shape or unit
+    (``skip``) are mapped by hand.
+    """
+    out: dict[str, Any] = {}
+    for f in fields(summary):
+        if f.name in skip:
+            continue
+        value = getattr(summary, f.name)
+        out[f.name] = value.to_model() if isinstance(value, Stat) else value
+    return out

@@ -12,7 +12,8 @@ and get the same figures as a live run:
 * the inference server's own ``/metrics`` (vLLM old and new names, SGLang, TGI): gauges as
   avg/max, counters as deltas over the window, server-side TTFT/ITL means from histogram deltas.
 
-:func:`telemetry_section` assembles ``profile_export_genai_perf.json["telemetry"]``: the summary
+:func:`telemetry_section` assembles ``profile_export_genai_perf.json["telemetry"]`` as its model
+(:class:`~llmbench.api.results.TelemetrySummary`): the summary
 (:func:`telemetry_json`), the validity signals (:mod:`llmbench.runner.telemetry.validity`) fed
 with :func:`client_facts`, and :func:`energy_efficiency`. Problems become warnings, never
 exceptions.
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from llmbench.api.results import Efficiency, TelemetrySummary, ValiditySignal
 from llmbench.runner.telemetry.model import (
     DRAM_ACTIVE,
     ENERGY,
@@ -59,7 +61,6 @@ from llmbench.runner.telemetry.validity import sum_or_none, validity_signals
 __all__ = [
     "client_facts",
     "energy_efficiency",
-    "gpu_summary_rows",
     "summarize_scrapes",
     "telemetry_json",
     "telemetry_section",
@@ -375,28 +376,9 @@ def _summarize_server(
     return True
 
 
-def gpu_summary_rows(result: TelemetryResult) -> list[dict[str, str | float | None]]:
-    """Rows of table 2 of ``analyze_export_genai_perf.csv``, one per GPU, keyed by
-    :data:`~llmbench.runner.telemetry.model.GPU_SUMMARY_COLUMNS`. Values stay numbers (``None``
-    when absent); render them with :func:`llmbench.runner.report.tables.format_value` so a
-    missing metric reads ``N/A``. Energy is in megajoules (MJ).
-    """
-    return [
-        {
-            "GPU": g.gpu_id,
-            "UUID": g.uuid,
-            "p99 GPU Power Usage (W)": g.power_w.p99,
-            "GPU Energy Consumption (MJ)": g.energy_mj,
-            "p99 GPU Utilization (%)": g.utilization_pct.p99,
-            "p99 GPU Memory Used (GB)": g.memory_used_gb.p99,
-        }
-        for g in result.gpus.values()
-    ]
-
-
 def energy_efficiency(
     result: TelemetryResult, output_tokens: float, window_s: float
-) -> dict[str, float | None]:
+) -> Efficiency:
     """Energy per output token and throughput per watt over the kept GPUs.
 
     ``window_s`` is the client's measurement window (T_y − T_x) and ``output_tokens`` its Σ OSL,
@@ -415,31 +397,31 @@ def energy_efficiency(
         if power is not None and power > 0 and window_s > 0
         else None
     )
-    return {
-        "energy_j": energy,
-        "avg_power_w": power,
-        "joules_per_output_token": j_per_tok,
-        "output_tokens_per_s_per_watt": tps_per_w,
-    }
+    return Efficiency(
+        energy_j=energy,
+        avg_power_w=power,
+        joules_per_output_token=j_per_tok,
+        output_tokens_per_s_per_watt=tps_per_w,
+    )
 
 
 def telemetry_json(
-    result: TelemetryResult, validity: Sequence[Mapping[str, Any]] | None = None
-) -> dict[str, Any]:
-    """The ``"telemetry"`` section of ``profile_export_genai_perf.json``."""
-    return {
-        "window_s": result.window_s,
-        "gpu_filter": {
-            "pods": list(result.gpu_filter.pods),
-            "namespaces": list(result.gpu_filter.namespaces),
-            "uuids": list(result.gpu_filter.uuids),
-        },
-        "gpus": {k: g.to_json() for k, g in result.gpus.items()},
-        "server": {k: s.to_json() for k, s in result.servers.items()},
-        "scrape_counts": dict(result.scrape_counts),
-        "warnings": list(result.warnings),
-        "validity": [dict(v) for v in (validity or [])],
-    }
+    result: TelemetryResult, validity: Sequence[ValiditySignal] | None = None
+) -> TelemetrySummary:
+    """The ``"telemetry"`` section of ``profile_export_genai_perf.json``, without efficiency.
+
+    Its GPU table rows are :meth:`TelemetrySummary.gpu_rows`, the same for a live run and a
+    saved one.
+    """
+    return TelemetrySummary(
+        window_s=result.window_s,
+        gpu_filter=result.gpu_filter.to_model(),
+        gpus={k: g.to_model() for k, g in result.gpus.items()},
+        server={k: s.to_model() for k, s in result.servers.items()},
+        scrape_counts=dict(result.scrape_counts),
+        warnings=list(result.warnings),
+        validity=list(validity or []),
+    )
 
 
 def client_facts(records: Iterable[Any], *, window_includes_warmup: bool = True) -> dict[str, Any]:
@@ -494,7 +476,7 @@ def telemetry_section(
     output_tokens: float | None = None,
     window_s: float | None = None,
     window_includes_warmup: bool = True,
-) -> dict[str, Any]:
+) -> TelemetrySummary:
     """Everything for ``profile_export_genai_perf.json["telemetry"]`` in one call.
 
     ``output_tokens`` (Σ OSL of measured requests) and ``window_s`` (T_y − T_x) are the client's
@@ -505,7 +487,7 @@ def telemetry_section(
     validity = validity_signals(result, **facts)
     doc = telemetry_json(result, validity)
     if output_tokens is not None and window_s is not None:
-        doc["efficiency"] = energy_efficiency(result, output_tokens, window_s)
+        doc.efficiency = energy_efficiency(result, output_tokens, window_s)
     else:
-        doc["efficiency"] = energy_efficiency(result, 0.0, 0.0)
+        doc.efficiency = energy_efficiency(result, 0.0, 0.0)
     return doc

@@ -10,15 +10,18 @@ signals stored with the point (``profile_export_genai_perf.json["telemetry"]["va
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
+from llmbench.api.results import ValiditySignal
 from llmbench.runner.telemetry.model import TelemetryResult
 
 __all__ = ["sum_or_none", "validity_signals"]
 
 
-def _signal(signal: str, severity: str, message: str, **numbers: Any) -> dict[str, Any]:
-    return {"signal": signal, "severity": severity, "message": message, "numbers": numbers}
+def _signal(
+    signal: str, severity: Literal["warning", "error"], message: str, **numbers: Any
+) -> ValiditySignal:
+    return ValiditySignal(signal=signal, severity=severity, message=message, numbers=numbers)
 
 
 def validity_signals(
@@ -30,12 +33,13 @@ def validity_signals(
     dispatch_lag_p99_ms: float | None = None,
     dispatch_lag_threshold_ms: float = 10.0,
     foreign_tolerance: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[ValiditySignal]:
     """Facts that cast doubt on a point's numbers, each with the numbers behind it.
 
     Server-side facts come from ``result``; client-side ones are passed in because only the load
-    generator knows them. Each signal is ``{"signal", "severity", "message", "numbers"}`` with
-    severity ``"warning"`` (look at it) or ``"error"`` (the point does not measure what it says).
+    generator knows them. Each signal is a :class:`ValiditySignal` (signal, severity, message,
+    numbers) with severity ``"warning"`` (look at it) or ``"error"`` (the point does not
+    measure what it says).
 
     Args:
         result: the point's telemetry.
@@ -49,13 +53,15 @@ def validity_signals(
         foreign_tolerance: server completions above the client's still accepted (boundary
             effects of requests straddling the window edges).
     """
-    out: list[dict[str, Any]] = []
+    out: list[ValiditySignal] = []
     servers = list(result.servers.values())
     server_completed = sum_or_none(s.requests_completed for s in servers)
     if client_completed is not None and server_completed is not None:
         excess = server_completed - client_completed
         if excess > foreign_tolerance:
-            sev = "error" if excess > max(2, 0.05 * client_completed) else "warning"
+            sev: Literal["warning", "error"] = (
+                "error" if excess > max(2, 0.05 * client_completed) else "warning"
+            )
             out.append(
                 _signal(
                     "foreign_traffic",

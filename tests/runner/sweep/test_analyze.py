@@ -303,7 +303,7 @@ def test_sequence_length_sweeps(sim_url: str, tmp_path: Path, capsys: pytest.Cap
 
 @pytest.fixture()
 def dcgm_url() -> Iterator[str]:
-    """A simulated dcgm-exporter (runner/dcgm_sim.py) on its own loop thread."""
+    """A simulated dcgm-exporter (llmbench/sim/dcgm.py) on its own loop thread."""
     import asyncio
     import threading
 

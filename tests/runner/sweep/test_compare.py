@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from results_factory import flat, point_result, sweep_analysis
 
+from llmbench.api.results import Errors
 from llmbench.cli import main
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON
 from llmbench.runner.sweep.analysis import ANALYZE_JSON
@@ -17,31 +19,37 @@ from llmbench.runner.sweep.compare import compare, parse_tolerances
 
 def profile(d: Path, ott: float, ttft_p99: float, itl_p99: float = 5.0, errors: int = 0) -> Path:
     d.mkdir(parents=True)
-    (d / GENAI_PERF_JSON).write_text(json.dumps({
-        "output_token_throughput": {"avg": ott},
-        "request_throughput": {"avg": ott / 100},
-        "time_to_first_token": {"avg": ttft_p99 / 2, "p50": ttft_p99 / 2, "p99": ttft_p99},
-        "inter_token_latency": {"avg": itl_p99, "p99": itl_p99},
-        "request_latency": {"avg": 500.0, "p99": 900.0},
-        "errors": {"total": errors, "by_type": {}},
-        "window": {"measured_requests": 100},
-    }))
+    result = point_result(
+        ott=ott,
+        rps=ott / 100,
+        ttft=flat("ms", ttft_p99 / 2, p99=ttft_p99),
+        itl=flat("ms", itl_p99),
+        e2e=flat("ms", 500.0, p99=900.0),
+        completed=100 - errors,
+        measured=100,
+        errors=Errors(total=errors, by_type={}),
+    )
+    (d / GENAI_PERF_JSON).write_text(result.to_json())
     return d
 
 
 def sweep(d: Path, points: list[tuple[float, float, float]], max_ott: float | None) -> Path:
     d.mkdir(parents=True)
-    (d / ANALYZE_JSON).write_text(json.dumps({
-        "model": "m", "sweep_type": "concurrency", "values": [p[0] for p in points],
-        "points": [
-            {"value": v, "label": f"concurrency {v:g}", "name": f"m-chat-concurrency{v:g}",
-             "metrics": {"ott": ott, "rps": ott / 100, "goodput": None, "ttft_p99_ms": t,
-                         "itl_p99_ms": 5.0, "e2e_p99_ms": 100.0}}
-            for v, ott, t in points
-        ],
-        "slo": {"max_ott": max_ott} if max_ott is not None else None,
-    }))
+    (d / ANALYZE_JSON).write_text(sweep_analysis(points, max_ott).to_json())
     return d
+
+
+def test_malformed_export_names_the_file_and_the_field(tmp_path: Path) -> None:
+    a = profile(tmp_path / "a", ott=1000, ttft_p99=100)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    doc = json.loads((a / GENAI_PERF_JSON).read_text())
+    doc["window"]["completed_requests"] = "many"
+    (bad / GENAI_PERF_JSON).write_text(json.dumps(doc))
+    with pytest.raises(ValueError) as err:
+        compare(a, bad, {})
+    assert str(bad / GENAI_PERF_JSON) in str(err.value)
+    assert "window.completed_requests" in str(err.value)
 
 
 def test_tolerance_parsing() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from results_factory import flat, point_result
+
+from llmbench.api.results import Goodput
 from llmbench.runner.sweep.knee import (
     RULE_OTT,
     RULE_TTFT,
@@ -15,7 +18,7 @@ from llmbench.runner.sweep.knee import (
 
 
 def pm(value: float, ttft: float | None, ott: float | None, **kw: object) -> PointMetrics:
-    return PointMetrics(value, ttft_p99_ms=ttft, ott=ott, completed=100, **kw)  # type: ignore[arg-type]
+    return PointMetrics(value=value, ttft_p99_ms=ttft, ott=ott, completed=100, **kw)
 
 
 # The seed's illustrative sweep (4xH100, Llama-3.1-70B): TTFT p99 and OTT per concurrency.
@@ -60,7 +63,7 @@ def test_knee_not_reached_says_extend() -> None:
 
 
 def test_failed_points_are_skipped() -> None:
-    points = [pm(1, 10, 100), PointMetrics(2, failed="down"), pm(4, 12, 400), pm(8, 30, 410)]
+    points = [pm(1, 10, 100), PointMetrics(value=2, failed="down"), pm(4, 12, 400), pm(8, 30, 410)]
     knee = find_knee(points)
     assert knee is not None and knee.index == 3
 
@@ -89,7 +92,7 @@ def test_max_under_slo_and_first_failure() -> None:
 def test_seed_example_knee_under_tighter_slo() -> None:
     # "The knee (the last point with TTFT P99 < 500 ms) is at concurrency 16" with ITL < 15 ms
     points = [
-        PointMetrics(c, ttft_p99_ms=t, itl_p99_ms=i, ott=o, completed=1)
+        PointMetrics(value=c, ttft_p99_ms=t, itl_p99_ms=i, ott=o, completed=1)
         for c, t, i, o in [(1, 45, 7.1, 130), (16, 98, 12.1, 1720), (32, 284, 21.4, 2130)]
     ]
     res = max_under_slo(points, {"ttft_p99": 500, "itl_p99": 15})
@@ -98,7 +101,7 @@ def test_seed_example_knee_under_tighter_slo() -> None:
 
 
 def test_goodput_ratio_and_unmeasured_metric() -> None:
-    p = PointMetrics(1, ttft_p99_ms=10, ott=1, completed=10, good_requests=9)
+    p = PointMetrics(value=1, ttft_p99_ms=10, ott=1, completed=10, good_requests=9)
     assert p.goodput_ratio == 0.9
     assert [v.metric for v in evaluate_slo(p, {"goodput_ratio": 0.95})] == ["goodput_ratio"]
     assert evaluate_slo(p, {"goodput_ratio": 0.9}) == []
@@ -113,22 +116,22 @@ def test_no_point_meets_slo() -> None:
 
 
 def test_failed_point_fails_slo_with_reason() -> None:
-    points = [pm(1, 10, 10), PointMetrics(2, failed="ConnectError: refused")]
+    points = [pm(1, 10, 10), PointMetrics(value=2, failed="ConnectError: refused")]
     res = max_under_slo(points, {"ttft_p99": 100})
     assert res.first_failure == 1
     assert "point failed: ConnectError: refused" in slo_message(res, points, {"ttft_p99": 100})[1]
 
 
 def test_from_summary() -> None:
-    summary = {
-        "time_to_first_token": {"p99": 12.5, "avg": 10},
-        "inter_token_latency": {"p99": 2.0},
-        "request_latency": {"p99": 100.0},
-        "output_token_throughput": {"avg": 500.0},
-        "request_throughput": {"avg": 5.0},
-        "goodput": {"avg": 4.0, "good_requests": 40},
-        "window": {"completed_requests": 50},
-    }
+    summary = point_result(
+        ttft=flat("ms", 10, p99=12.5),
+        itl=flat("ms", 2.0),
+        e2e=flat("ms", 100.0),
+        ott=500.0,
+        rps=5.0,
+        completed=50,
+        goodput=Goodput(unit="requests/sec", avg=4.0, slo={"ttft": 20.0}, good_requests=40),
+    )
     p = PointMetrics.from_summary(8, summary)
     assert (p.ttft_p99_ms, p.itl_p99_ms, p.e2e_p99_ms, p.ott, p.rps) == (12.5, 2.0, 100.0, 500, 5)
     assert p.goodput_ratio == 0.8

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from results_factory import flat, point_result
 
 from llmbench.api import Spec, parse_sweep_list, sweep_values
+from llmbench.api.results import ErrorKind, Errors, PointResult
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON
 from llmbench.runner.point.profile import ProfileError, ProfileResult
 from llmbench.runner.sweep.run import (
@@ -81,17 +83,11 @@ def test_lists() -> None:
 # --- running with a fake point runner -----------------------------------------------------
 
 
-def summary(ttft: float, ott: float, completed: int = 10) -> dict[str, Any]:
-    return {
-        "time_to_first_token": {"p99": ttft, "avg": ttft},
-        "inter_token_latency": {"p99": 1.0},
-        "request_latency": {"p99": ttft + 10},
-        "output_token_throughput": {"avg": ott},
-        "request_throughput": {"avg": ott / 10},
-        "window": {"completed_requests": completed, "duration_s": 1.0},
-        "errors": {"total": 0, "by_type": {}},
-        "interrupted": False,
-    }
+def summary(ttft: float, ott: float, completed: int = 10) -> PointResult:
+    return point_result(
+        ttft=flat("ms", ttft), itl=flat("ms", 1.0), e2e=flat("ms", ttft + 10), ott=ott,
+        rps=ott / 10, completed=completed,
+    )
 
 
 class FakeRunner:
@@ -114,10 +110,10 @@ class FakeRunner:
         s = summary(ttft, ott)
         if self.stop_at == c:
             stop.set()
-            s["interrupted"] = True
+            s.interrupted = True
             return ProfileResult(s, [], cfg.artifact_dir)
         cfg.artifact_dir.mkdir(parents=True, exist_ok=True)
-        (cfg.artifact_dir / GENAI_PERF_JSON).write_text(json.dumps(s))
+        (cfg.artifact_dir / GENAI_PERF_JSON).write_text(s.to_json())
         return ProfileResult(s, [], cfg.artifact_dir)
 
 
@@ -206,7 +202,7 @@ def test_on_point_failure_stop(tmp_path: Path) -> None:
 def test_point_with_no_completed_request_fails_with_error_counts(tmp_path: Path) -> None:
     async def all_errors(cfg: Any, stop: asyncio.Event) -> ProfileResult:
         s = summary(1, 0, completed=0)
-        s["errors"] = {"total": 3, "by_type": {"http_500": {"count": 3, "sample": "boom"}}}
+        s.errors = Errors(total=3, by_type={"http_500": ErrorKind(count=3, sample="boom")})
         return ProfileResult(s, [], cfg.artifact_dir)
 
     res = asyncio.run(run_sweep(make_spec("1"), tmp_path, model="m", run_point=all_errors))

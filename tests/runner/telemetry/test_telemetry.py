@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from llmbench.api.results import TelemetrySummary
 from llmbench.cli.telemetry import add_arguments, collector_from_args
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
-from llmbench.runner.report.tables import format_value, gpu_summary_rows_from_json
+from llmbench.runner.report.tables import format_value
 from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.model import (
     GPU_SUMMARY_COLUMNS,
@@ -30,7 +31,6 @@ from llmbench.runner.telemetry.parse import compact_exposition, metrics_urls, pa
 from llmbench.runner.telemetry.summary import (
     client_facts,
     energy_efficiency,
-    gpu_summary_rows,
     summarize_scrapes,
     telemetry_json,
     telemetry_section,
@@ -184,15 +184,15 @@ def test_missing_metrics_are_none_and_render_na_never_zero() -> None:
     assert g.energy_j is None and g.energy_mj is None
     assert g.memory_total_gb is None and g.power_limit_w is None
     assert g.tensor_active == Stat() and g.tensor_active.p99 is None
-    row = gpu_summary_rows(r)[0]
+    row = telemetry_json(r).gpu_rows()[0]
     assert list(row) == list(GPU_SUMMARY_COLUMNS)
     assert row["GPU Energy Consumption (MJ)"] is None
     assert format_value(row["GPU Energy Consumption (MJ)"]) == "N/A"  # type: ignore[arg-type]
     assert format_value(row["p99 GPU Power Usage (W)"]) == "269.80"  # type: ignore[arg-type]
     assert format_value(0.0) == "0.00"
     eff = energy_efficiency(r, output_tokens=1000, window_s=2.0)
-    assert eff["joules_per_output_token"] is None and eff["energy_j"] is None
-    assert eff["output_tokens_per_s_per_watt"] == pytest.approx(500 / 260.0)
+    assert eff.joules_per_output_token is None and eff.energy_j is None
+    assert eff.output_tokens_per_s_per_watt == pytest.approx(500 / 260.0)
 
 
 def test_dcgm_blank_sentinels_are_missing_not_readings() -> None:
@@ -221,8 +221,8 @@ def test_stale_exporter_is_detected_with_effective_resolution() -> None:
     w = r.warnings[0]
     assert URL in w and "stale" in w and "3.0 s" in w and "30000 ms" in w
     sig = validity_signals(r)
-    assert [s["signal"] for s in sig] == ["stale_gpu_samples"]
-    assert sig[0]["numbers"]["gpus"]["gpu-node-a:gpu0"]["distinct_samples"] == 3
+    assert [s.signal for s in sig] == ["stale_gpu_samples"]
+    assert sig[0].numbers["gpus"]["gpu-node-a:gpu0"]["distinct_samples"] == 3
 
 
 def test_two_boundary_scrapes_are_never_called_stale() -> None:
@@ -273,9 +273,9 @@ def test_valid_text_with_no_known_metrics_is_reported() -> None:
 
 def test_empty_input_is_an_empty_result() -> None:
     r = summarize_scrapes({})
-    assert r.gpus == {} and r.warnings == [] and gpu_summary_rows(r) == []
+    assert r.gpus == {} and r.warnings == [] and telemetry_json(r).gpu_rows() == []
     assert validity_signals(r, client_completed=10) == []
-    json.dumps(telemetry_json(r))
+    json.dumps(telemetry_json(r).to_dict())
 
 
 # ------------------------------------------------------------------------ inference server
@@ -367,8 +367,8 @@ def test_vllm_server_metrics_old_and_new_names(old_names: bool) -> None:
     expected_kv = "vllm:gpu_cache_usage_perc" if old_names else "vllm:kv_cache_usage_perc"
     assert s.names["kv_cache_usage"] == expected_kv
     assert s.series[1] == (1.0, 0.5, 8.0, 2.0)
-    j = telemetry_json(r)["server"][VLLM_URL]
-    assert j["ttft_mean_ms"] == pytest.approx(200.0) and j["itl_mean_ms"] == pytest.approx(20.0)
+    j = telemetry_json(r).server[VLLM_URL]
+    assert j.ttft_mean_ms == pytest.approx(200.0) and j.itl_mean_ms == pytest.approx(20.0)
 
 
 def test_server_counter_restart_inside_window() -> None:
@@ -442,18 +442,18 @@ def test_sglang_and_tgi_equivalents() -> None:
 # ----------------------------------------------------------------------------- validity
 def test_foreign_traffic_from_recorded_vllm_metrics() -> None:
     r = summarize_scrapes({VLLM_URL: vllm_window()})
-    sig = {s["signal"]: s for s in validity_signals(r, client_completed=25)}
+    sig = {s.signal: s for s in validity_signals(r, client_completed=25)}
     ft = sig["foreign_traffic"]
-    assert ft["severity"] == "error"
-    assert ft["numbers"] == {"server_completed": 31.0, "client_completed": 25, "excess": 6.0}
-    assert "31" in ft["message"] and "25" in ft["message"]
+    assert ft.severity == "error"
+    assert ft.numbers == {"server_completed": 31.0, "client_completed": 25, "excess": 6.0}
+    assert "31" in ft.message and "25" in ft.message
     q = sig["server_queueing"]
-    assert q["numbers"]["waiting_max"] == 2.0
-    assert q["numbers"]["waiting_avg"] == pytest.approx(2 / 3)
+    assert q.numbers["waiting_max"] == 2.0
+    assert q.numbers["waiting_avg"] == pytest.approx(2 / 3)
     # exactly the client's traffic: no foreign-traffic signal
-    assert "foreign_traffic" not in {s["signal"] for s in validity_signals(r, client_completed=31)}
+    assert "foreign_traffic" not in {s.signal for s in validity_signals(r, client_completed=31)}
     # fewer server completions than client ones: a replica is not scraped
-    under = {s["signal"] for s in validity_signals(r, client_completed=40)}
+    under = {s.signal for s in validity_signals(r, client_completed=40)}
     assert "partial_server_view" in under
 
 
@@ -466,15 +466,15 @@ def test_client_side_signals_are_passed_through_with_numbers() -> None:
         token_mismatch_count=3,
         dispatch_lag_p99_ms=25.0,
     )
-    names = [s["signal"] for s in sig]
+    names = [s.signal for s in sig]
     assert names == ["server_queueing", "token_count_mismatch", "token_count_mismatch",
                      "dispatch_lag"]  # fmt: skip
-    assert sig[1]["numbers"]["difference"] == pytest.approx(100.0)
-    assert sig[2]["numbers"] == {"requests": 3}
-    assert sig[3]["severity"] == "error" and sig[3]["numbers"]["dispatch_lag_p99_ms"] == 25.0
+    assert sig[1].numbers["difference"] == pytest.approx(100.0)
+    assert sig[2].numbers == {"requests": 3}
+    assert sig[3].severity == "error" and sig[3].numbers["dispatch_lag_p99_ms"] == 25.0
     for s in sig:
-        assert set(s) == {"signal", "severity", "message", "numbers"}
-    json.dumps(sig)
+        assert set(s.to_dict()) == {"signal", "severity", "message", "numbers"}
+    json.dumps([s.to_dict() for s in sig])
 
 
 def test_kv_cache_full_signal() -> None:
@@ -482,7 +482,7 @@ def test_kv_cache_full_signal() -> None:
     full = vllm_text(stop=140, length=6, gen=14000, prompt=63000, ttft=(17.0, 146),
                      itl=(170.0, 13900), running=30, waiting=0, kv=1.0)  # fmt: skip
     r = summarize_scrapes({VLLM_URL: [w[0], (S, full)]})
-    assert "kv_cache_full" in {s["signal"] for s in validity_signals(r)}
+    assert "kv_cache_full" in {s.signal for s in validity_signals(r)}
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -490,7 +490,7 @@ def test_outputs_json_rows_and_efficiency() -> None:
     r = summarize_scrapes(
         {URL: load_scrapes("dcgm_4gpu_window.txt"), VLLM_URL: vllm_window()}, gpu_filter=POD
     )
-    rows = gpu_summary_rows(r)
+    rows = telemetry_json(r).gpu_rows()
     assert rows == [
         {
             "GPU": "gpu-node-a:gpu0",
@@ -510,16 +510,20 @@ def test_outputs_json_rows_and_efficiency() -> None:
         },
     ]
     eff = energy_efficiency(r, output_tokens=3000, window_s=4.0)
-    assert eff["energy_j"] == pytest.approx(2380.0)
-    assert eff["joules_per_output_token"] == pytest.approx(2380.0 / 3000)
-    assert eff["avg_power_w"] == pytest.approx(618.0)
-    assert eff["output_tokens_per_s_per_watt"] == pytest.approx(750.0 / 618.0)
-    assert energy_efficiency(r, output_tokens=0, window_s=0.0)["joules_per_output_token"] is None
-    doc = telemetry_json(r, validity_signals(r, client_completed=31))
-    text = json.dumps(doc)  # JSON-able, no NaN
-    assert gpu_summary_rows_from_json(json.loads(text)) == rows  # analyze reads artefacts
+    assert eff.energy_j == pytest.approx(2380.0)
+    assert eff.joules_per_output_token == pytest.approx(2380.0 / 3000)
+    assert eff.avg_power_w == pytest.approx(618.0)
+    assert eff.output_tokens_per_s_per_watt == pytest.approx(750.0 / 618.0)
+    assert energy_efficiency(r, output_tokens=0, window_s=0.0).joules_per_output_token is None
+    model = telemetry_json(r, validity_signals(r, client_completed=31))
+    text = model.to_json()  # JSON-able, no NaN
+    saved = TelemetrySummary.model_validate_json(text)
+    assert saved.gpu_rows() == rows  # analyze reads artefacts: the same rows, one builder
+    assert saved.to_json() == text  # and writes them back unchanged
     assert "NaN" not in text
+    doc = json.loads(text)
     assert set(doc) >= {"gpus", "server", "warnings", "validity"}
+    assert "efficiency" not in doc  # telemetry_section adds it
     assert doc["gpus"]["gpu-node-a:gpu0"]["power_w"]["p99"] == pytest.approx(339.6)
     assert doc["gpus"]["gpu-node-a:gpu0"]["series"]["power_w"] == [300.0, 310.0, 320.0, 330.0,
                                                                     340.0]  # fmt: skip
@@ -642,13 +646,15 @@ def test_client_facts_and_section_from_request_records() -> None:
         {URL: load_scrapes("dcgm_4gpu_window.txt"), VLLM_URL: vllm_window()}, gpu_filter=POD
     )
     doc = telemetry_section(r, recs, output_tokens=3000, window_s=4.0)
-    names = [v["signal"] for v in doc["validity"]]
+    names = [v.signal for v in doc.validity]
     # server 31 == client 31: no foreign traffic; 3000 vs 3100 tokens: mismatch
     assert names == ["server_queueing", "token_count_mismatch", "token_count_mismatch",
                      "dispatch_lag"]  # fmt: skip
-    assert doc["efficiency"]["joules_per_output_token"] == pytest.approx(2380.0 / 3000)
-    json.dumps(doc)
-    assert telemetry_section(TelemetryResult())["efficiency"]["energy_j"] is None
+    assert doc.efficiency is not None
+    assert doc.efficiency.joules_per_output_token == pytest.approx(2380.0 / 3000)
+    json.loads(doc.to_json())
+    empty = telemetry_section(TelemetryResult()).efficiency
+    assert empty is not None and empty.energy_j is None
 
 
 def test_plot_telemetry_writes_a_png(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from llmbench.runner.telemetry.collector import TelemetryCollector
 from llmbench.runner.telemetry.model import GpuFilter, TelemetryResult
-from llmbench.runner.telemetry.summary import gpu_summary_rows, summarize_scrapes
+from llmbench.runner.telemetry.summary import summarize_scrapes, telemetry_json
 from llmbench.runner.telemetry.validity import validity_signals
 from llmbench.sim import SimConfig, SimServer
 from llmbench.sim.dcgm import CONTENT_TYPE, DcgmSimState, DcgmSimulator, serve_dcgm
@@ -143,7 +143,7 @@ def test_boundary_scrapes_give_exact_figures_over_http() -> None:
     assert 0 < r.window_s < 5
     # the recorded raw text re-analyses to the same figures
     again = summarize_scrapes(c.raw_scrapes, gpu_filter=POD)
-    assert gpu_summary_rows(again) == gpu_summary_rows(r)
+    assert telemetry_json(again).gpu_rows() == telemetry_json(r).gpu_rows()
 
 
 def test_periodic_scrapes_follow_the_simulated_exporter() -> None:
@@ -278,10 +278,10 @@ def test_foreign_traffic_detected_against_llmbench_sim() -> None:
     assert (ours[0], theirs) == (10, 7)
     s = next(iter(r.servers.values()))
     assert s.engine == "vllm" and s.requests_completed == 17
-    sig = {x["signal"]: x for x in validity_signals(r, client_completed=ours[0])}
+    sig = {x.signal: x for x in validity_signals(r, client_completed=ours[0])}
     ft = sig["foreign_traffic"]
-    assert ft["severity"] == "error"
-    assert ft["numbers"] == {"server_completed": 17.0, "client_completed": 10, "excess": 7.0}
+    assert ft.severity == "error"
+    assert ft.numbers == {"server_completed": 17.0, "client_completed": 10, "excess": 7.0}
 
 
 def test_slow_exporter_does_not_delay_the_others() -> None:
