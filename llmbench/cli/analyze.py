@@ -32,6 +32,7 @@ from llmbench.runner.report.tables import METRIC_LABELS, format_value
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
     METRIC_COLUMNS,
+    findings,
     table1_columns,
     table1_row,
     write_outputs,
@@ -256,21 +257,10 @@ def print_summary(data: SweepAnalysis, console: Any) -> None:
             row["Concurrency"] = f"[cyan]{row['Concurrency']}[/cyan]"
         table.add_row(*(row[c] for c in cols), " ".join(marks))
     console.print(table)
-    console.print(data.knee_message)
-    if slo is not None:
-        for line in slo.messages:
-            console.print(line)
-    price = data.cost.price_per_hour
-    if price is not None and slo is not None and slo.best_index is not None:
-        cost = data.points[slo.best_index].cost_per_million_output_tokens
-        console.print(
-            f"cost at max load under SLO: {format_value(cost, 4)} {data.cost.currency} "
-            f"per million output tokens ({price:g} {data.cost.currency}/h)"
-        )
-    if data.stopped_after_knee:
-        console.print("sweep stopped one point past the knee (--stop-after-knee)")
-    if data.failed_points:
-        console.print(f"[red]failed points: {', '.join(data.failed_points)}[/red]")
+    style = {"info": "", "warn": "yellow", "error": "red"}
+    for severity, line in findings(data):
+        s = style[severity]
+        console.print(f"[{s}]{line}[/{s}]" if s else line, highlight=False)
 
 
 def collector_for_spec(spec: Spec, args: argparse.Namespace) -> Any:

@@ -18,7 +18,15 @@ from pathlib import Path
 
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_records, load_summary
-from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS, format_value
+from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS
+from llmbench.runner.sweep.analysis import (
+    ANALYZE_CSV,
+    ANALYZE_JSON,
+    analyze_csv,
+    findings,
+    load_sweep,
+    write_outputs,
+)
 
 DONE = "done"
 
@@ -90,7 +98,6 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
         latency_throughput_plot,
         ttft_vs_isl_plot,
     )
-    from llmbench.runner.sweep.analysis import ANALYZE_CSV, analyze_csv, load_sweep, write_outputs
 
     result = load_sweep(run_dir)
     data = write_outputs(result)
@@ -124,33 +131,9 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
         f"{html.escape(', '.join(f'{v:g}' for v in data.values))}, "
         f"{data.repetitions} repetition(s) per point</p>",
         "<h2>Findings</h2>",
-        f"<p class=\"note\">{html.escape(data.knee_message)}</p>",
     ]
-    if data.slo is not None:
-        body += [f"<p class=\"note\">{html.escape(m)}</p>" for m in data.slo.messages]
-    if data.cost.price_per_hour is not None and data.slo is not None:
-        bi = data.slo.best_index
-        if bi is not None:
-            c = data.points[bi].cost_per_million_output_tokens
-            body.append(
-                f"<p class=\"note\">cost at max load under SLO: {format_value(c, 4)} "
-                f"{html.escape(data.cost.currency)} per million output tokens</p>"
-            )
-    if data.failed_points:
-        body.append(
-            "<p class=\"note err\">failed points: "
-            f"{html.escape(', '.join(data.failed_points))}</p>"
-        )
-    if data.interrupted:
-        body.append("<p class=\"note warn\">the sweep was interrupted; re-run to resume</p>")
-    if data.stopped_after_knee:
-        body.append("<p class=\"note\">stopped one point past the knee (stopAfterKnee)</p>")
-    unstable = [p.name for p in data.points if p.unstable]
-    if unstable:
-        body.append(
-            f"<p class=\"note warn\">spread over 10 % between repetitions: "
-            f"{html.escape(', '.join(unstable))}</p>"
-        )
+    css = {"info": "note", "warn": "note warn", "error": "note err"}
+    body += [f"<p class=\"{css[sev]}\">{html.escape(line)}</p>" for sev, line in findings(data)]
     body += ["<h2>Summary (analyze_export_genai_perf.csv)</h2>", _csv_table(tables[0], classes)]
     if len(tables) > 1 and tables[1].strip():
         body += ["<h2>GPU telemetry</h2>", _csv_table(tables[1])]
@@ -225,7 +208,6 @@ def build_report(run_dir: Path, output: Path | None = None) -> Path:
 
     Raises ValueError when ``run_dir`` holds neither a sweep nor a profile.
     """
-    from llmbench.runner.sweep.analysis import ANALYZE_JSON
 
     out = output or run_dir / REPORT_HTML
     if (run_dir / ANALYZE_JSON).exists():

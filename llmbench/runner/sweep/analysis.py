@@ -16,7 +16,7 @@ import csv
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llmbench.api import Spec
 from llmbench.api.results import (
@@ -57,6 +57,7 @@ __all__ = [
     "TABLE1_COLUMNS",
     "analysis",
     "analyze_csv",
+    "findings",
     "load_analysis",
     "load_sweep",
     "write_outputs",
@@ -273,6 +274,39 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
         "Status": "ok" if p.status == "ok" else f"failed: {p.reason}",
     }
     return row
+
+
+#: How much a finding matters: ``info`` is a result, ``warn`` weakens one, ``error`` is a loss.
+Severity = Literal["info", "warn", "error"]
+
+
+def findings(data: SweepAnalysis) -> list[tuple[Severity, str]]:
+    """What a sweep found, in words, for every place that shows it (console, HTML report).
+
+    Each line is said once here so the console and the report cannot tell different stories.
+    """
+    out: list[tuple[Severity, str]] = [("info", data.knee_message)]
+    slo = data.slo
+    if slo is not None:
+        out += [("info", m) for m in slo.messages]
+    price = data.cost.price_per_hour
+    if price is not None and slo is not None and slo.best_index is not None:
+        cost = data.points[slo.best_index].cost_per_million_output_tokens
+        out.append((
+            "info",
+            f"cost at max load under SLO: {format_value(cost, 4)} {data.cost.currency} "
+            f"per million output tokens ({price:g} {data.cost.currency}/h)",
+        ))
+    if data.failed_points:
+        out.append(("error", f"failed points: {', '.join(data.failed_points)}"))
+    if data.interrupted:
+        out.append(("warn", "the sweep was interrupted; run it again to resume"))
+    if data.stopped_after_knee:
+        out.append(("info", "the sweep stopped one point past the knee (stopAfterKnee)"))
+    unstable = [p.name for p in data.points if p.unstable]
+    if unstable:
+        out.append(("warn", f"spread over 10 % between repetitions: {', '.join(unstable)}"))
+    return out
 
 
 def telemetry_rows(summary: PointResult) -> list[dict[str, Any]]:

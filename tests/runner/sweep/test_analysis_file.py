@@ -50,3 +50,18 @@ def test_malformed_analysis_names_the_file_and_the_field(tmp_path: Path) -> None
 
 def load_analysis_file(name: str) -> SweepAnalysis:
     return SweepAnalysis.model_validate_json((DATA / name).read_text(encoding="utf-8"))
+
+
+def test_findings_say_knee_slo_cost_and_failures_once() -> None:
+    """The console and the HTML report both print these lines; they come from one place."""
+    from llmbench.runner.sweep.analysis import findings
+
+    costed = load_analysis_file("slo_cost.json")
+    lines = findings(costed)
+    assert lines[0] == ("info", costed.knee_message)
+    assert costed.slo is not None
+    assert [text for _, text in lines[1 : 1 + len(costed.slo.messages)]] == costed.slo.messages
+    assert any(s == "info" and t.startswith("cost at max load under SLO: ") for s, t in lines)
+    broken = costed.model_copy(update={"failed_points": ["p1"], "interrupted": True})
+    assert ("error", "failed points: p1") in findings(broken)
+    assert any(s == "warn" and "interrupted" in t for s, t in findings(broken))
