@@ -4,15 +4,22 @@ Pure functions over per-point figures (:class:`~llmbench.api.results.PointMetric
 the sweep analysis stores), so the rules are testable by hand and the operator can apply them
 to results it reads back from a ConfigMap.
 
-The knee (the rule of ../shared/seeds: "GenAI-Perf in depth"): walking the sweep from the
-lowest load up, the knee is the first point where
+The knee (the rule of ../shared/seeds: "GenAI-Perf in depth") is the point a user would size
+for, so it is placed where each rule says the curve turned, walking from the lowest load up:
 
-* ``ttft_p99``: p99 TTFT is at least 2x its value at the lowest load (queueing has started), or
-* ``ott_plateau``: output token throughput grew less than 5 % from the previous point (more load
-  buys no more tokens).
+* ``ott_plateau``: output token throughput grows less than 5 % from point k-1 to point k. The
+  knee is k-1: throughput saturated there, and k bought (almost) nothing but latency. Placing
+  it at k would tell people to size for a load that only adds queueing.
+* ``ttft_p99``: p99 TTFT first reaches 2x its lowest-load value at point k. The knee is k (the
+  seed's worked example: 45 -> 98 ms at concurrency 16, knee 16).
 
-Both rules are reported when both fire at the same point. Points that failed entirely are
-skipped: they say nothing about the curve.
+When both fire, the earlier knee wins; when they put it at the same point both are named. The
+message names the rule, the points it compared and their values, and the rule that fired later
+(if any). Points that failed entirely are skipped: they say nothing about the curve. A sweep
+that ends before either rule fires says the knee was not reached.
+
+Found incrementally (``stopAfterKnee``): a knee at index K is final once point K+1 has run, since
+a rule firing later can only place the knee at K+1 or beyond.
 
 Max load under SLO: the passing point with the highest OTT (for a monotone curve, the highest
 load that passes), plus the first point in load order that fails and which limit it broke.
@@ -27,6 +34,9 @@ from llmbench.api.results import PointMetrics
 from llmbench.runner.report.tables import METRIC_LABELS
 
 __all__ = [
+    "RULE_NAMES",
+    "RULE_OTT",
+    "RULE_TTFT",
     "Knee",
     "PointMetrics",
     "SloResult",
@@ -58,12 +68,21 @@ SLO_METRICS = {
 
 @dataclass(frozen=True)
 class Knee:
-    """The first point where a knee rule fired; ``details`` explain each rule with numbers."""
+    """Where the knee is, the rules that put it there and, in ``details``, their numbers.
+
+    ``index`` counts in the sequence given to :func:`find_knee` (failed points included).
+    ``later`` explains a rule that fired too, but at a later point, so it did not win.
+    """
 
     index: int
     value: float
     rules: tuple[str, ...]
     details: tuple[str, ...]
+    later: tuple[str, ...] = ()
+
+
+#: How each rule is named to people.
+RULE_NAMES = {RULE_TTFT: "p99 TTFT rule", RULE_OTT: "OTT plateau rule"}
 
 
 def value_label(sweep_type: str, value: float) -> str:
@@ -84,40 +103,80 @@ def find_knee(
     ott_min_growth: float = OTT_MIN_GROWTH,
     sweep_type: str = "concurrency",
 ) -> Knee | None:
-    """The first point (lowest load first) where either rule fires, or None (not reached)."""
+    """The knee (the earlier of the two rules' knees), or None when neither rule fired."""
     usable = [(i, p) for i, p in enumerate(points) if p.failed is None and p.completed > 0]
-    base_ttft = next((p.ttft_p99_ms for _, p in usable if p.ttft_p99_ms), None)
-    prev: PointMetrics | None = None
-    for n, (i, p) in enumerate(usable):
-        rules: list[str] = []
-        details: list[str] = []
-        if n > 0 and base_ttft and p.ttft_p99_ms is not None:
-            if p.ttft_p99_ms >= ttft_factor * base_ttft:
-                rules.append(RULE_TTFT)
-                details.append(
-                    f"p99 TTFT {p.ttft_p99_ms:.1f} ms >= {ttft_factor:g} x {base_ttft:.1f} ms "
-                    f"(lowest load)"
-                )
-        if prev is not None and prev.ott and p.ott is not None:
-            growth = (p.ott - prev.ott) / prev.ott
-            if growth < ott_min_growth:
-                rules.append(RULE_OTT)
-                details.append(
-                    f"OTT grew {growth * 100:+.1f} % from {value_label(sweep_type, prev.value)} "
-                    f"({prev.ott:.1f} -> {p.ott:.1f} tok/s, < {ott_min_growth * 100:g} %)"
-                )
-        if rules:
-            return Knee(i, p.value, tuple(rules), tuple(details))
-        prev = p
+    found = [
+        c
+        for c in (
+            _ttft_knee(usable, ttft_factor, sweep_type),
+            _ott_knee(usable, ott_min_growth, sweep_type),
+        )
+        if c is not None
+    ]
+    if not found:
+        return None
+    at = min(i for i, _, _ in found)
+    winners = [(rule, why) for i, rule, why in found if i == at]
+    later = tuple(
+        f"the {RULE_NAMES[rule]} fired later: {why}" for i, rule, why in found if i != at
+    )
+    return Knee(
+        index=at,
+        value=points[at].value,
+        rules=tuple(rule for rule, _ in winners),
+        details=tuple(why for _, why in winners),
+        later=later,
+    )
+
+
+def _ttft_knee(
+    usable: Sequence[tuple[int, PointMetrics]], factor: float, sweep_type: str
+) -> tuple[int, str, str] | None:
+    """The first point whose p99 TTFT is at least ``factor`` x the lowest load's: the knee."""
+    base = next(((i, p) for i, p in usable if p.ttft_p99_ms), None)
+    if base is None:
+        return None
+    b_i, b = base
+    b_ttft = b.ttft_p99_ms or 0.0
+    for i, p in usable:
+        if i > b_i and p.ttft_p99_ms is not None and p.ttft_p99_ms >= factor * b_ttft:
+            return i, RULE_TTFT, (
+                f"p99 TTFT reached {p.ttft_p99_ms:.1f} ms at {value_label(sweep_type, p.value)}, "
+                f">= {factor:g} x {b_ttft:.1f} ms at {value_label(sweep_type, b.value)} "
+                "(lowest load): requests queue from there on"
+            )
+    return None
+
+
+def _ott_knee(
+    usable: Sequence[tuple[int, PointMetrics]], min_growth: float, sweep_type: str
+) -> tuple[int, str, str] | None:
+    """The point before the first one that added less than ``min_growth`` OTT: the knee."""
+    for (i_prev, prev), (_, p) in zip(usable, usable[1:], strict=False):
+        if not prev.ott or p.ott is None:
+            continue
+        growth = (p.ott - prev.ott) / prev.ott
+        if growth < min_growth:
+            here, there = value_label(sweep_type, prev.value), value_label(sweep_type, p.value)
+            return i_prev, RULE_OTT, (
+                f"OTT grew {growth * 100:+.1f} % from {here} to {there} "
+                f"({prev.ott:.1f} -> {p.ott:.1f} tok/s, < {min_growth * 100:g} %): "
+                f"throughput saturated at {here}"
+            )
     return None
 
 
 def knee_message(
     knee: Knee | None, points: Sequence[PointMetrics], sweep_type: str = "concurrency"
 ) -> str:
-    """One line for people: which rule fired at which point, or that the knee was not reached."""
+    """One line for people: which rule put the knee where, with its numbers, or that the knee
+    was not reached."""
     if knee is not None:
-        return f"knee at {value_label(sweep_type, knee.value)}: " + "; ".join(knee.details)
+        rules = " and ".join(RULE_NAMES.get(r, r) for r in knee.rules)
+        return (
+            f"knee at {value_label(sweep_type, knee.value)} ({rules}): "
+            + "; ".join((*knee.details, *knee.later))
+        )
     ok = [p for p in points if p.failed is None and p.completed > 0]
     if len(ok) < 2:
         return "knee not determined: fewer than two points with results"

@@ -7,6 +7,12 @@ httpx on a fixed grid plus once at each window boundary, keeps the compacted tex
 unreachable exporter or garbage costs one warning naming the URL, and the run goes on without
 that table.
 
+The closing boundary settles: a server may count a request as completed a little after it sent
+the last byte (llm-d-inference-sim updates its counters from a channel, so a scrape right after
+the last response showed 144 of 160 requests with 0 running). Comparing that scrape with the
+client's count would be a false alarm, so inference-server URLs are scraped again every
+:data:`SETTLE_STEP_S` until their counters stop moving, bounded by a few scrape intervals.
+
 Example::
 
     collector = TelemetryCollector(
@@ -30,11 +36,19 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
-from llmbench.runner.telemetry.model import GpuFilter, Scrape, TelemetryResult
+from llmbench.runner.telemetry.model import GpuFilter, Scrape, Settle, TelemetryResult
 from llmbench.runner.telemetry.parse import compact_exposition
-from llmbench.runner.telemetry.summary import summarize_scrapes
+from llmbench.runner.telemetry.summary import ServerProgress, server_progress, summarize_scrapes
 
-__all__ = ["TelemetryCollector"]
+__all__ = ["SETTLE_INTERVALS", "SETTLE_MAX_S", "SETTLE_STEP_S", "TelemetryCollector"]
+
+#: Spacing of the settle scrapes (or the scrape interval when that is shorter): long enough
+#: for a server's own metric updates to land, short enough to add little to each point.
+SETTLE_STEP_S = 0.1
+#: The settle scrapes end after this many scrape intervals ...
+SETTLE_INTERVALS = 3.0
+#: ... and never last longer than this: foreign traffic can keep counters moving for ever.
+SETTLE_MAX_S = 10.0
 
 # The package's name, as before the split, so log lines and logging filters keep their name.
 logger = logging.getLogger("llmbench.runner.telemetry")
@@ -63,6 +77,7 @@ class TelemetryCollector:
         timeout_s: float = 2.0,
         headers: Mapping[str, str] | None = None,
         clock: Callable[[], int] = time.perf_counter_ns,
+        settle_s: float | None = None,
     ) -> None:
         """Configure; nothing is fetched until :meth:`start`.
 
@@ -74,6 +89,9 @@ class TelemetryCollector:
             timeout_s: per-request timeout; short so a hung exporter cannot stall the point.
             headers: extra request headers (e.g. a bearer token for a protected endpoint).
             clock: monotonic ns clock, injectable for tests.
+            settle_s: longest time to re-scrape server URLs after the closing scrape until
+                their counters stop moving (default ``SETTLE_INTERVALS`` x ``interval_s``, at
+                most ``SETTLE_MAX_S``); 0 turns settling off.
         """
         self.urls = list(dict.fromkeys(urls))
         self.interval_s = max(0.05, float(interval_s))
@@ -81,6 +99,12 @@ class TelemetryCollector:
         self.timeout_s = timeout_s
         self._headers = dict(headers or {})
         self._clock = clock
+        self.settle_s = (
+            min(SETTLE_INTERVALS * self.interval_s, SETTLE_MAX_S)
+            if settle_s is None
+            else max(0.0, float(settle_s))
+        )
+        self._settle: dict[str, Settle] = {}
         self._scrapes: dict[str, list[Scrape]] = {}
         self._failures: dict[str, list[str]] = {}
         self._attempts: dict[str, int] = {}
@@ -102,6 +126,7 @@ class TelemetryCollector:
             self.result = await self.stop()
 
     def _reset(self) -> None:
+        self._settle = {}
         self._scrapes = {u: [] for u in self.urls}
         self._failures = {u: [] for u in self.urls}
         self._attempts = {u: 0 for u in self.urls}
@@ -140,8 +165,10 @@ class TelemetryCollector:
             logger.warning("telemetry: could not start (%s); continuing without it", exc)
 
     async def stop(self) -> TelemetryResult:
-        """Close the window: stop the loops, boundary scrape, summarise. Never raises."""
+        """Close the window: stop the loops, boundary scrape, let the servers' counters settle,
+        summarise. Never raises."""
         t_end = self._clock()
+        t_settled = t_end
         try:
             for task in self._tasks:
                 task.cancel()
@@ -152,8 +179,11 @@ class TelemetryCollector:
             if self._client is not None:
                 # skip URLs that never answered: the run should not wait out their timeouts
                 alive = [u for u in self.urls if self._scrapes[u] or not self._failures[u]]
-                await self._scrape_all([u for u in alive if u not in self._dead])
+                closing = [u for u in alive if u not in self._dead]
+                await self._scrape_all(closing)
                 t_end = self._clock()
+                await self._settle_all(closing)
+                t_settled = self._clock()
         except Exception as exc:
             logger.warning("telemetry: closing scrape failed (%s)", exc)
         finally:
@@ -162,11 +192,74 @@ class TelemetryCollector:
                     await self._client.aclose()
                 self._client = None
             self._running = False
-        result = self._summarize(t_end)
+        result = self._summarize(t_end, t_settled)
         self._dead = {u for u in self.urls if not self._scrapes[u]}
         return result
 
-    def _summarize(self, t_end: int) -> TelemetryResult:
+    async def _settle_all(self, urls: Sequence[str]) -> None:
+        """Re-scrape the inference-server URLs until their counters have caught up.
+
+        Only URLs whose closing scrape shows a server's request counters or running gauge take
+        part (a DCGM exporter has nothing to settle); each runs its own bounded loop.
+        """
+        if self.settle_s <= 0:
+            return
+        watch = {}
+        for url in urls:
+            if self._scrapes[url]:
+                progress = server_progress(self._scrapes[url][-1][1])
+                if progress is not None:
+                    watch[url] = progress
+        if watch:
+            deadline = self._clock() + int(self.settle_s * 1e9)
+            await asyncio.gather(*(self._settle_one(u, p, deadline) for u, p in watch.items()))
+
+    async def _settle_one(self, url: str, closing: ServerProgress, deadline: int) -> None:
+        """Scrape ``url`` every step until it is quiet or ``deadline`` passes.
+
+        Quiet: the completed-request and generated-token counters did not move since the
+        previous scrape, and either nothing is running or they also stood still the scrape
+        before (a request that never ends, e.g. an abandoned one, must not hold the point up).
+        Running reaching 0 alone is not enough: llm-d-inference-sim lowers the gauge before it
+        counts the request.
+        """
+        step_s = min(self.interval_s, SETTLE_STEP_S)
+        t0 = self._clock()
+        prev = closing
+        still = 0
+        scrapes = 0
+        settled = False
+        while self._clock() + int(step_s * 1e9) <= deadline:
+            await asyncio.sleep(step_s)
+            before = len(self._scrapes[url])
+            await self._scrape_one(url)
+            if len(self._scrapes[url]) == before:
+                break  # the scrape failed (already counted and warned about)
+            scrapes += 1
+            cur = server_progress(self._scrapes[url][-1][1])
+            if cur is None:
+                break
+            if (cur.completed, cur.generated) == (prev.completed, prev.generated):
+                still += 1
+                if not cur.running or still >= 2:
+                    settled = True
+                    break
+            else:
+                still = 0
+            prev = cur
+        late = (
+            prev.completed - closing.completed
+            if prev.completed is not None and closing.completed is not None
+            else None
+        )
+        self._settle[url] = Settle(
+            settled=settled,
+            seconds=(self._clock() - t0) / 1e9,
+            scrapes=scrapes,
+            late_completions=late,
+        )
+
+    def _summarize(self, t_end: int, t_settled: int | None = None) -> TelemetryResult:
         ok = {u: s for u, s in self._scrapes.items() if s}
         try:
             result = summarize_scrapes(
@@ -174,6 +267,7 @@ class TelemetryCollector:
                 gpu_filter=self.gpu_filter,
                 window_ns=(self._t0, max(t_end, self._t0)),
                 interval_s=self.interval_s,
+                counters_until_ns=t_settled,
             )
         except Exception as exc:  # a bug here must not cost the point its client metrics
             logger.warning("telemetry: summary failed (%s)", exc, exc_info=True)
@@ -181,6 +275,14 @@ class TelemetryCollector:
                 window_start_ns=self._t0, window_end_ns=t_end, gpu_filter=self.gpu_filter
             )
             result.warnings.append(f"telemetry summary failed: {exc}")
+        result.settle = dict(self._settle)
+        for url, st in self._settle.items():
+            if not st.settled and st.scrapes:
+                result.warnings.append(
+                    f"telemetry {url}: the server's counters were still moving {st.seconds:.1f} s "
+                    f"after the load ended ({st.scrapes} scrapes); its counts may include "
+                    "traffic after this point or miss updates it had not made yet"
+                )
         for w in result.warnings:
             logger.warning("%s", w)
         fetch_warnings = []

@@ -58,6 +58,7 @@ __all__ = [
     "GpuSummary",
     "Scrape",
     "ServerSummary",
+    "Settle",
     "Stat",
     "TelemetryResult",
     "first_label",
@@ -208,6 +209,9 @@ class Stat:
     min: float | None = None
     max: float | None = None
     n: int = 0
+    #: the other percentiles and the population std: GenAI-Perf's ``telemetry_stats`` lists
+    #: them (p1, p5, p10, p25, p50, p75, p90, p95, std); empty when unseen.
+    more: tuple[tuple[str, float], ...] = ()
 
     @classmethod
     def of(cls, values: Iterable[float | None]) -> Stat:
@@ -215,17 +219,24 @@ class Stat:
         arr = np.array([v for v in values if v is not None], dtype=np.float64)
         if arr.size == 0:
             return cls()
+        pcts = (1, 5, 10, 25, 50, 75, 90, 95)
+        more = tuple(
+            (f"p{p}", float(v)) for p, v in zip(pcts, np.percentile(arr, pcts), strict=True)
+        )
         return cls(
             avg=float(arr.mean()),
             p99=float(np.percentile(arr, 99)),
             min=float(arr.min()),
             max=float(arr.max()),
             n=int(arr.size),
+            more=(*more, ("std", float(arr.std()))),
         )
 
     def to_model(self) -> Gauge:
         """This gauge as stored in ``profile_export_genai_perf.json``."""
-        return Gauge(avg=self.avg, p99=self.p99, min=self.min, max=self.max, n=self.n)
+        return Gauge(
+            avg=self.avg, p99=self.p99, min=self.min, max=self.max, n=self.n, **dict(self.more)
+        )
 
 
 @dataclass(frozen=True)
@@ -368,6 +379,25 @@ class ServerSummary:
         )
 
 
+@dataclass(frozen=True)
+class Settle:
+    """How one server's counters settled after the load ended (see ``TelemetryCollector``).
+
+    A server may count a request as completed a little after it sent the last byte, so the
+    closing scrape can miss the last requests. The collector re-scrapes until the counters stop
+    moving; this records what it saw, so a verdict can say what was measured.
+    """
+
+    #: the counters stopped moving (and nothing ran) before the bound ran out
+    settled: bool
+    #: seconds from the closing boundary scrape to the last settle scrape
+    seconds: float
+    #: settle scrapes taken after the closing boundary scrape
+    scrapes: int
+    #: completed requests that showed up only after the closing scrape (None: not exposed)
+    late_completions: float | None = None
+
+
 @dataclass
 class TelemetryResult:
     """Everything telemetry learned about one point's window; safe to keep when empty."""
@@ -380,6 +410,8 @@ class TelemetryResult:
     #: successful scrapes per URL inside the window
     scrape_counts: dict[str, int] = field(default_factory=dict)
     gpu_filter: GpuFilter = field(default_factory=GpuFilter)
+    #: per server URL: how its counters settled after the closing scrape (live runs only)
+    settle: dict[str, Settle] = field(default_factory=dict)
 
     @property
     def window_s(self) -> float:

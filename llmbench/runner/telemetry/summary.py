@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,8 +59,10 @@ from llmbench.runner.telemetry.parse import is_blank, parse_exposition
 from llmbench.runner.telemetry.validity import sum_or_none, validity_signals
 
 __all__ = [
+    "ServerProgress",
     "client_facts",
     "energy_efficiency",
+    "server_progress",
     "summarize_scrapes",
     "telemetry_json",
     "telemetry_section",
@@ -75,6 +77,7 @@ def summarize_scrapes(
     gpu_filter: GpuFilter | None = None,
     window_ns: tuple[int, int] | None = None,
     interval_s: float | None = None,
+    counters_until_ns: int | None = None,
 ) -> TelemetryResult:
     """Summarise recorded scrapes per URL over a window.
 
@@ -86,6 +89,10 @@ def summarize_scrapes(
             ignored. Defaults to the first and last sample.
         interval_s: the scrape interval that was asked for, used for staleness detection;
             defaults to the median spacing of the samples.
+        counters_until_ns: server samples after the window end up to this time (the
+            collector's settle scrapes) still count for the server's counters and histograms,
+            because a server may count the window's last requests after answering them; they
+            are left out of gauges, GPU figures and the scrape counts.
 
     Returns:
         A :class:`TelemetryResult`. Problems become ``warnings`` (one per URL and kind), never
@@ -98,14 +105,16 @@ def summarize_scrapes(
     w0, w1 = window_ns
     result = TelemetryResult(window_start_ns=w0, window_end_ns=w1, gpu_filter=gpu_filter)
 
+    until = max(w1, counters_until_ns or w1)
     for url, seq in scrapes.items():
         parsed: list[tuple[int, list[tuple[str, dict[str, str], float]]]] = []
+        late: list[tuple[int, list[tuple[str, dict[str, str], float]]]] = []
         bad: list[str] = []
         for t, text in seq:
-            if not w0 <= t <= w1:
+            if not w0 <= t <= until:
                 continue
             try:
-                parsed.append((t, parse_exposition(text)))
+                (parsed if t <= w1 else late).append((t, parse_exposition(text)))
             except ValueError as exc:
                 bad.append(str(exc))
         if bad:
@@ -119,7 +128,7 @@ def summarize_scrapes(
             continue
         iv = interval_s if interval_s else _median_spacing([t for t, _ in parsed])
         found_gpu = _summarize_dcgm(url, parsed, gpu_filter, w0, iv, result)
-        found_server = _summarize_server(url, parsed, w0, result)
+        found_server = _summarize_server(url, parsed, w0, result, late=late)
         if not found_gpu and not found_server:
             result.warnings.append(
                 f"telemetry {url}: no DCGM_FI_* or vllm:/sglang:/tgi_ metrics in "
@@ -287,17 +296,28 @@ def _summarize_server(
     parsed: Sequence[tuple[int, list[tuple[str, dict[str, str], float]]]],
     w0: int,
     result: TelemetryResult,
+    *,
+    late: Sequence[tuple[int, list[tuple[str, dict[str, str], float]]]] = (),
 ) -> bool:
-    """Fill ``result.servers[url]``; returns whether any known server metric was seen."""
+    """Fill ``result.servers[url]``; returns whether any known server metric was seen.
+
+    ``late`` are the settle scrapes after the window end: they extend counter and histogram
+    deltas only (see :func:`summarize_scrapes`).
+    """
     # name -> per scrape: {labels-key: value}
     by_name: dict[str, list[dict[tuple[tuple[str, str], ...], float]]] = {}
     engine: str | None = None
-    n = len(parsed)
-    for i, (_, samples) in enumerate(parsed):
+    n_window = len(parsed)
+    every = [*parsed, *late]
+    n = len(every)
+    #: per scrape: whether it showed this server's metrics at all
+    served = [False] * n
+    for i, (_, samples) in enumerate(every):
         for name, labels, value in samples:
             for prefix, eng in ENGINE_PREFIXES:
                 if name.startswith(prefix):
                     engine = engine or eng
+                    served[i] = True
                     break
             else:
                 continue
@@ -305,10 +325,10 @@ def _summarize_server(
                 continue
             lst = by_name.setdefault(name, [{} for _ in range(n)])
             lst[i][tuple(sorted(labels.items()))] = value
-    if engine is None:
+    if engine is None or not any(served[:n_window]):
         return False
 
-    s = ServerSummary(url=url, engine=engine, scrapes=n)
+    s = ServerSummary(url=url, engine=engine, scrapes=n_window)
 
     def pick(candidates: Sequence[str], suffix: str = "") -> str | None:
         for c in candidates:
@@ -323,7 +343,7 @@ def _summarize_server(
             continue
         s.names[canon] = gauge
         vals: list[float | None] = []
-        for snap in by_name[gauge]:
+        for snap in by_name[gauge][:n_window]:
             if not snap:
                 vals.append(None)
             elif how == "mean":
@@ -340,6 +360,12 @@ def _summarize_server(
         seen_any = False
         for k in keys:
             vals = [snap[k] for snap in snaps if k in snap]
+            first = next(i for i, snap in enumerate(snaps) if k in snap)
+            if first > 0 and served[0]:
+                # Client libraries export a labelled series only once it is first incremented
+                # (vLLM's request_success_total{finish_reason=...} on a fresh server): absent
+                # from a scrape that showed the server means 0, so all of it is in the window.
+                vals.insert(0, 0.0)
             if len(vals) >= 2:
                 seen_any = True
                 total += _counter_increase(vals)[0]
@@ -374,6 +400,43 @@ def _summarize_server(
     ]
     result.servers[url] = s
     return True
+
+
+class ServerProgress(NamedTuple):
+    """What says whether a server has finished reporting a load: its completed-request and
+    generated-token counters and its running-requests gauge, each summed over label sets
+    (``None`` when not exposed)."""
+
+    completed: float | None
+    generated: float | None
+    running: float | None
+
+
+def server_progress(text: str) -> ServerProgress | None:
+    """The :class:`ServerProgress` in one scrape, or ``None`` when the text has none of it (a
+    DCGM exporter) or is not Prometheus text.
+
+    The collector compares consecutive scrapes with it to know when a server's counters have
+    caught up with the requests it already answered.
+    """
+    try:
+        samples = parse_exposition(text)
+    except ValueError:
+        return None
+    sums: dict[str, float] = {}
+    for name, _, value in samples:
+        if not math.isnan(value):
+            sums[name] = sums.get(name, 0.0) + value
+
+    def first(candidates: Sequence[str]) -> float | None:
+        return next((sums[c] for c in candidates if c in sums), None)
+
+    progress = ServerProgress(
+        completed=first(SERVER_COUNTERS["requests_completed"]),
+        generated=first(SERVER_COUNTERS["generation_tokens"]),
+        running=first(SERVER_GAUGES["requests_running"][0]),
+    )
+    return None if progress == (None, None, None) else progress
 
 
 def energy_efficiency(

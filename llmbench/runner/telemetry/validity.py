@@ -9,13 +9,24 @@ signals stored with the point (``profile_export_genai_perf.json["telemetry"]["va
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any, Literal
 
 from llmbench.api.results import ValiditySignal
 from llmbench.runner.telemetry.model import TelemetryResult
 
-__all__ = ["sum_or_none", "validity_signals"]
+__all__ = ["COUNT_TOLERANCE", "count_tolerance", "sum_or_none", "validity_signals"]
+
+#: Server and client counts (completed requests, generated tokens) may differ by this fraction
+#: of the client's count (at least 1) before it is a finding: a request or a few tokens at the
+#: window's edges is not a verdict on the point.
+COUNT_TOLERANCE = 0.01
+
+
+def count_tolerance(client_count: float) -> float:
+    """How far a server count may stray from the client's ``client_count`` unremarked."""
+    return float(max(1, math.ceil(COUNT_TOLERANCE * client_count)))
 
 
 def _signal(
@@ -50,15 +61,24 @@ def validity_signals(
         token_mismatch_count: requests whose client token count disagreed with server ``usage``.
         dispatch_lag_p99_ms: p99 of (actual − scheduled send time) in open-loop runs.
         dispatch_lag_threshold_ms: lag above which the client, not the server, set the pace.
-        foreign_tolerance: server completions above the client's still accepted (boundary
-            effects of requests straddling the window edges).
+        foreign_tolerance: requests whose server-side fate is unknown (errors, aborts): the
+            server may or may not count them, so the counts may differ by that many more
+            than :func:`count_tolerance` either way.
+
+    The server's counts are the ones scraped once its counters had settled after the load
+    (see ``TelemetryCollector``); what still differs is reported as measured: how many, which
+    way, and whether the counters had stopped moving, without guessing at the cause.
     """
     out: list[ValiditySignal] = []
     servers = list(result.servers.values())
+    settle = [result.settle[s.url] for s in servers if s.url in result.settle]
+    settle_s = max((st.seconds for st in settle), default=None)
+    settled = all(st.settled for st in settle) if settle else None
     server_completed = sum_or_none(s.requests_completed for s in servers)
     if client_completed is not None and server_completed is not None:
         excess = server_completed - client_completed
-        if excess > foreign_tolerance:
+        tolerance = count_tolerance(client_completed) + foreign_tolerance
+        if excess > tolerance:
             sev: Literal["warning", "error"] = (
                 "error" if excess > max(2, 0.05 * client_completed) else "warning"
             )
@@ -72,17 +92,25 @@ def validity_signals(
                     server_completed=server_completed,
                     client_completed=client_completed,
                     excess=excess,
+                    tolerance=tolerance,
                 )
             )
-        elif server_completed < client_completed - foreign_tolerance:
+        elif -excess > tolerance:
             out.append(
                 _signal(
-                    "partial_server_view",
+                    "server_count_short",
                     "warning",
-                    f"the scraped servers completed {server_completed:g} requests, the client "
-                    f"{client_completed}: not every replica behind the target is scraped",
+                    f"the scraped /metrics counted {server_completed:g} completed requests in "
+                    f"the window, the client {client_completed}: {-excess:g} of the client's "
+                    "requests are missing from the server's counters"
+                    f"{_settle_note(settled, settle_s)}; server-side counts and means cover "
+                    "only part of this point's load",
                     server_completed=server_completed,
                     client_completed=client_completed,
+                    missing=-excess,
+                    tolerance=tolerance,
+                    settled=settled,
+                    settle_s=settle_s,
                 )
             )
     waiting = [s.requests_waiting for s in servers if s.requests_waiting.n]
@@ -113,13 +141,15 @@ def validity_signals(
     server_tokens = sum_or_none(s.generation_tokens for s in servers)
     if client_output_tokens is not None and server_tokens is not None and client_output_tokens:
         diff = server_tokens - client_output_tokens
-        if abs(diff) > max(1.0, 0.01 * client_output_tokens):
+        if abs(diff) > count_tolerance(client_output_tokens):
             out.append(
                 _signal(
                     "token_count_mismatch",
                     "warning",
-                    f"the server generated {server_tokens:g} tokens in the window, the client "
-                    f"counted {client_output_tokens}",
+                    f"the scraped /metrics counted {server_tokens:g} generated tokens in the "
+                    f"window, the client {client_output_tokens} ({diff:+g}, "
+                    f"{diff / client_output_tokens * 100:+.1f} %)"
+                    f"{_settle_note(settled, settle_s) if diff < 0 else ''}",
                     server_generation_tokens=server_tokens,
                     client_output_tokens=client_output_tokens,
                     difference=diff,
@@ -163,6 +193,15 @@ def validity_signals(
             )
         )
     return out
+
+
+def _settle_note(settled: bool | None, seconds: float | None) -> str:
+    """How long the server's counters were watched after the load, in words."""
+    if settled is None or seconds is None:
+        return ""
+    if settled:
+        return f", though they had stopped moving when re-scraped {seconds:.2f} s after the load"
+    return f" and were still moving when re-scraping stopped {seconds:.1f} s after the load"
 
 
 def sum_or_none(values: Iterable[float | None]) -> float | None:

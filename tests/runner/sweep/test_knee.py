@@ -33,25 +33,76 @@ SEED = [
 ]
 
 
-def test_ttft_rule_fires_first_where_p99_doubles() -> None:
+def test_seed_table_knee_at_16_by_the_ttft_rule() -> None:
+    """The seed's worked example: TTFT p99 45 -> 98 ms at concurrency 16, knee 16."""
     knee = find_knee(SEED)
     assert knee is not None
-    assert knee.value == 16  # 98 >= 2 x 45
-    assert knee.rules == (RULE_TTFT,)
-    assert "98.0 ms >= 2 x 45.0 ms" in knee.details[0]
+    assert (knee.index, knee.value, knee.rules) == (3, 16, (RULE_TTFT,))
+    assert knee.details == (
+        "p99 TTFT reached 98.0 ms at concurrency 16, >= 2 x 45.0 ms at concurrency 1 "
+        "(lowest load): requests queue from there on",
+    )
+    # OTT 2280 -> 2340 (+2.6 %) puts the OTT knee at 48: later, so it does not win
+    assert knee.later == (
+        "the OTT plateau rule fired later: OTT grew +2.6 % from concurrency 48 to concurrency "
+        "64 (2280.0 -> 2340.0 tok/s, < 5 %): throughput saturated at concurrency 48",
+    )
+    msg = knee_message(knee, SEED)
+    assert msg.startswith("knee at concurrency 16 (p99 TTFT rule): p99 TTFT reached 98.0 ms")
+    assert msg.endswith("throughput saturated at concurrency 48")
 
 
-def test_ott_plateau_rule() -> None:
+def test_ott_plateau_puts_the_knee_at_the_point_before() -> None:
+    """OTT grew +2.5 % from 2 to 4: throughput saturated at 2, so 2 is the knee, not 4."""
     points = [pm(1, 10, 100), pm(2, 11, 200), pm(4, 12, 205), pm(8, 13, 206)]
     knee = find_knee(points)
-    assert knee is not None and knee.value == 4 and knee.rules == (RULE_OTT,)
-    assert "+2.5 %" in knee.details[0]
+    assert knee is not None
+    assert (knee.index, knee.value, knee.rules, knee.later) == (1, 2, (RULE_OTT,), ())
+    assert knee_message(knee, points) == (
+        "knee at concurrency 2 (OTT plateau rule): OTT grew +2.5 % from concurrency 2 to "
+        "concurrency 4 (200.0 -> 205.0 tok/s, < 5 %): throughput saturated at concurrency 2"
+    )
 
 
-def test_both_rules_named_when_both_fire() -> None:
-    knee = find_knee([pm(1, 10, 100), pm(2, 10, 190), pm(4, 25, 191)])
-    assert knee is not None and knee.rules == (RULE_TTFT, RULE_OTT)
-    assert "knee at concurrency 4" in knee_message(knee, [])
+def test_eight_batch_slots_knee_at_8_not_16() -> None:
+    """The issue's sweep: 8 slots, concurrency 16 buys +0.1 % OTT for 6x the p99 TTFT."""
+    points = [pm(4, 50, 400), pm(8, 52, 800), pm(16, 310, 800.8), pm(32, 620, 801)]
+    knee = find_knee(points)
+    assert knee is not None and knee.value == 8 and knee.rules == (RULE_OTT,)
+    assert "OTT grew +0.1 % from concurrency 8 to concurrency 16" in knee.details[0]
+    # the p99 TTFT rule fires at 16 (310 >= 2 x 50): later, named as such
+    assert knee.later == (
+        "the p99 TTFT rule fired later: p99 TTFT reached 310.0 ms at concurrency 16, >= 2 x "
+        "50.0 ms at concurrency 4 (lowest load): requests queue from there on",
+    )
+
+
+def test_ott_rule_first_when_both_fire_at_the_same_point_k() -> None:
+    """At 4 TTFT doubles and OTT stalls (2 -> 4): the OTT knee (2) is earlier and wins."""
+    points = [pm(1, 10, 100), pm(2, 10, 190), pm(4, 25, 191)]
+    knee = find_knee(points)
+    assert knee is not None and knee.value == 2 and knee.rules == (RULE_OTT,)
+    assert knee.later and "p99 TTFT reached 25.0 ms at concurrency 4" in knee.later[0]
+
+
+def test_ttft_rule_first_then_ott() -> None:
+    """TTFT doubles at 4 while OTT still grows; OTT stalls only from 8 to 16 (knee 8)."""
+    points = [pm(1, 10, 100), pm(2, 12, 200), pm(4, 22, 380), pm(8, 40, 700), pm(16, 90, 710)]
+    knee = find_knee(points)
+    assert knee is not None and knee.value == 4 and knee.rules == (RULE_TTFT,)
+    assert "OTT grew +1.4 % from concurrency 8 to concurrency 16" in knee.later[0]
+
+
+def test_both_rules_named_when_they_agree_on_the_point() -> None:
+    """TTFT doubles at 2 and OTT stalls from 2 to 4: both put the knee at 2."""
+    points = [pm(1, 10, 100), pm(2, 25, 190), pm(4, 30, 191)]
+    knee = find_knee(points)
+    assert knee is not None and knee.value == 2
+    assert knee.rules == (RULE_TTFT, RULE_OTT) and knee.later == ()
+    msg = knee_message(knee, points)
+    assert msg.startswith("knee at concurrency 2 (p99 TTFT rule and OTT plateau rule): ")
+    assert "p99 TTFT reached 25.0 ms at concurrency 2" in msg
+    assert "OTT grew +0.5 % from concurrency 2 to concurrency 4" in msg
 
 
 def test_knee_not_reached_says_extend() -> None:
@@ -60,17 +111,20 @@ def test_knee_not_reached_says_extend() -> None:
     msg = knee_message(None, points)
     assert msg.startswith("knee not reached up to concurrency 4")
     assert "extend the sweep" in msg
+    assert knee_message(None, points[:1]).startswith("knee not determined")
 
 
 def test_failed_points_are_skipped() -> None:
+    """The failed point 2 is no neighbour: OTT is compared from 1 to 4, then 4 to 8."""
     points = [pm(1, 10, 100), PointMetrics(value=2, failed="down"), pm(4, 12, 400), pm(8, 30, 410)]
     knee = find_knee(points)
-    assert knee is not None and knee.index == 3
+    assert knee is not None and knee.index == 2 and knee.value == 4
+    assert knee.rules == (RULE_OTT,)
 
 
 def test_non_streaming_uses_ott_only() -> None:
     knee = find_knee([pm(1, None, 100), pm(2, None, 180), pm(4, None, 182)])
-    assert knee is not None and knee.rules == (RULE_OTT,) and knee.value == 4
+    assert knee is not None and knee.rules == (RULE_OTT,) and knee.value == 2
 
 
 def test_rate_labels() -> None:
