@@ -6,11 +6,24 @@ client and ``llmbench profile`` run against it in turn; the table shows each cli
 and ITL means next to the server's record for the same requests.
 
     python benchmarks/distortion.py [--osl 200] [--requests-per-slot 4]
+
+``--waves c64 c256`` runs the synchronized-wave scenarios instead: every slot starts at once
+with no warm-up, so a whole wave's first tokens reach the client in the same few
+milliseconds, the moment a slow client loop stamps late. In each repetition the raw-socket
+client on uvloop (the floor), ``llmbench --event-loop asyncio`` and ``llmbench --event-loop
+uvloop`` take turns against one sim; the table shows, per client, the median over
+``--repeat`` runs of its TTFT mean above the sim's own record of the same requests, the sim's
+TTFT under that client's load (a busy client slows a server on the same CPUs) and the
+client's CPU seconds.
+
+    python benchmarks/distortion.py --waves c64 c256 --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+from typing import Any
 
 from harness import (
     llmbench_profile,
@@ -25,6 +38,72 @@ from harness import (
 #: (concurrency, TTFT ms, ITL ms): the issue's operating points.
 POINTS = [(1, 50, 5), (64, 50, 10), (64, 50, 5), (256, 50, 5), (512, 50, 5)]
 
+#: Synchronized-wave scenarios (issue 9): concurrency, TTFT ms, ITL ms, OSL, ISL, requests
+#: (three waves at c64, six at c256), ignore_eos, no warm-up.
+WAVES: dict[str, dict[str, int]] = {
+    "c64": {"c": 64, "ttft": 50, "itl": 10, "osl": 100, "isl": 200, "n": 192},
+    "c256": {"c": 256, "ttft": 50, "itl": 5, "osl": 256, "isl": 200, "n": 1536},
+}
+CLIENTS = ("raw uvloop", "llmbench asyncio", "llmbench uvloop")
+#: ``--baseline DIR``: another llmbench package (before a change) run as one more client.
+BASELINE: list[str] = []
+
+
+def _wave_run(url: str, client: str, w: dict[str, int]) -> dict[str, float]:
+    """One run of ``client``: its TTFT mean, the sim's for the same requests, CPU seconds."""
+    reset_truth(url)
+    if client == "raw uvloop":
+        r = raw_client(url, w["c"], w["n"], w["osl"], "rawclient.py", "--loop", "uvloop",
+                       "--isl", str(w["isl"]))
+        ttft, itl, cpu = r["ttft_mean_ms"], None, r["cpu_s"]
+    elif client == "llmbench baseline":
+        s = llmbench_profile(url, w["c"], w["n"], w["osl"], "--warmup-request-count", "0",
+                             isl=w["isl"], code=BASELINE[0])
+        ttft, itl, cpu = (s["time_to_first_token"]["avg"], s["inter_token_latency"]["avg"],
+                          s["_cpu_s"])
+    else:
+        loop = client.split()[1]
+        s = llmbench_profile(url, w["c"], w["n"], w["osl"], "--event-loop", loop,
+                             "--warmup-request-count", "0", isl=w["isl"])
+        if s["errors"]["total"]:
+            raise RuntimeError(f"llmbench saw errors: {s['errors']}")
+        ttft, itl, cpu = (s["time_to_first_token"]["avg"], s["inter_token_latency"]["avg"],
+                          s["_cpu_s"])
+    truth = server_truth(url)
+    settle()
+    out = {"err": ttft - truth["ttft_mean_ms"], "server_ttft": truth["ttft_mean_ms"],
+           "ttft": ttft, "cpu": cpu}
+    if itl is not None:
+        out["itl_err"] = itl / truth["itl_mean_ms"] - 1
+    return out
+
+
+def waves(names: list[str], repeat: int) -> None:
+    print(f"{'scenario':<9}{'client':<18}{'TTFT-truth ms':>14}{'(each run)':>24}"
+          f"{'sim TTFT':>10}{'CPU s':>7}{'ITL err':>9}   median of {repeat}, same sim")
+    for name in names:
+        w = WAVES[name]
+        url, sim = start_sim("--ttft-ms", str(w["ttft"]), "--itl-ms", str(w["itl"]))
+        clients = CLIENTS + (("llmbench baseline",) if BASELINE else ())
+        runs: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
+        try:
+            for rep_i in range(repeat):
+                k = rep_i % len(clients)
+                for client in clients[k:] + clients[:k]:  # no client always first
+                    runs[client].append(_wave_run(url, client, w))
+        finally:
+            stop_sim(sim)
+        for client in clients:
+            rs = runs[client]
+
+            def med(key: str, rs: list[dict[str, Any]] = rs) -> float:
+                return statistics.median(r[key] for r in rs)
+
+            each = "/".join(f"{r['err']:+.1f}" for r in rs)
+            itl = f"{med('itl_err'):>+9.2%}" if "itl_err" in rs[0] else f"{'':>9}"
+            print(f"{name:<9}{client:<18}{med('err'):>+14.2f}{each:>24}"
+                  f"{med('server_ttft'):>10.2f}{med('cpu'):>7.2f}{itl}")
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -32,7 +111,18 @@ def main() -> None:
     p.add_argument("--requests-per-slot", type=int, default=4)
     p.add_argument("--min-requests", type=int, default=64)
     p.add_argument("--concurrency", type=int, nargs="+", help="only these operating points")
+    p.add_argument("--waves", nargs="*", choices=sorted(WAVES),
+                   help="run the synchronized-wave scenarios instead (all when none named)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per client in --waves")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="with --waves, also run the llmbench package in DIR (e.g. from "
+                   "`git archive HEAD llmbench | tar -x -C DIR`) as 'llmbench baseline'")
     a = p.parse_args()
+    if a.baseline:
+        BASELINE.append(a.baseline)
+    if a.waves is not None:
+        waves(a.waves or sorted(WAVES), a.repeat)
+        return
     print(f"{'conc':>5}{'TTFT/ITL set':>14} | {'server TTFT':>11}{'raw TTFT':>10}{'llmb TTFT':>10}"
           f"{'llmb-raw':>9} | {'server ITL':>10}{'llmb ITL':>9}{'ITL err':>8}")
     for c, ttft, itl in POINTS:

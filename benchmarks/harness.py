@@ -8,6 +8,7 @@ interpreter with the server it measures.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_child(cmd: list[str], timeout: float = 900) -> tuple[str, float, float]:
+def run_child(cmd: list[str], timeout: float = 900,
+              env: dict[str, str] | None = None) -> tuple[str, float, float]:
     """Runs ``cmd``; returns (stdout, CPU seconds, peak RSS MB) of that child and its workers.
 
     CPU comes from ``RUSAGE_CHILDREN`` deltas (exact, includes waited grandchildren); the RSS
@@ -54,7 +56,8 @@ def run_child(cmd: list[str], timeout: float = 900) -> tuple[str, float, float]:
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        popen = subprocess.Popen(cmd, stdout=out, stderr=err, text=True)
+        popen = subprocess.Popen(cmd, stdout=out, stderr=err, text=True,
+                                 env={**os.environ, **env} if env else None)
         ps = psutil.Process(popen.pid)
         peak = 0
         deadline = time.monotonic() + timeout
@@ -75,11 +78,12 @@ def run_child(cmd: list[str], timeout: float = 900) -> tuple[str, float, float]:
 
 
 def raw_client(url: str, concurrency: int, requests: int, osl: int,
-               script: str = "rawclient.py") -> dict[str, Any]:
-    """Runs a reference client script (rawclient.py, httpxclient.py) in its own process."""
+               script: str = "rawclient.py", *extra: str) -> dict[str, Any]:
+    """Runs a reference client script (rawclient.py, httpxclient.py) in its own process;
+    ``extra`` flags go to the script (``--loop uvloop``, ``--isl 200``)."""
     out, cpu, rss = run_child(
         [sys.executable, str(HERE / script), "--url", url, "--concurrency",
-         str(concurrency), "--requests", str(requests), "--osl", str(osl)]
+         str(concurrency), "--requests", str(requests), "--osl", str(osl), *extra]
     )
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     result.update(cpu_s=cpu, rss_mb=rss)
@@ -87,18 +91,23 @@ def raw_client(url: str, concurrency: int, requests: int, osl: int,
 
 
 def llmbench_profile(url: str, concurrency: int, requests: int, osl: int,
-                     *extra: str) -> dict[str, Any]:
-    """Runs ``llmbench profile`` as a user would and returns its summary JSON."""
+                     *extra: str, isl: int = 16, code: str | None = None) -> dict[str, Any]:
+    """Runs ``llmbench profile`` as a user would and returns its summary, flattened to the
+    keys the scripts read (GenAI-Perf's metrics and ours side by side).
+
+    ``code``: a folder holding another ``llmbench`` package to run instead (a baseline,
+    e.g. ``git archive HEAD llmbench | tar -x -C DIR``)."""
     with tempfile.TemporaryDirectory() as tmp:
         _, cpu, rss = run_child(
             [sys.executable, "-m", "llmbench", "profile", "--url", url,
              "--concurrency", str(concurrency), "--request-count", str(requests),
-             "--synthetic-input-tokens-mean", "16", "--output-tokens-mean", str(osl),
-             "--extra-inputs", "ignore_eos:true", "--artifact-dir", tmp, *extra]
+             "--synthetic-input-tokens-mean", str(isl), "--output-tokens-mean", str(osl),
+             "--extra-inputs", "ignore_eos:true", "--artifact-dir", tmp, *extra],
+            env={"PYTHONPATH": code} if code else None,
         )
-        summary: dict[str, Any] = json.loads(
-            (Path(tmp) / "profile_export_genai_perf.json").read_text()
-        )
+        found = next(Path(tmp).rglob("*_genai_perf.json"))
+        summary: dict[str, Any] = json.loads(found.read_text())
+    summary.update(summary.pop("llmbench", {}))
     summary["_cpu_s"], summary["_rss_mb"] = cpu, rss
     return summary
 

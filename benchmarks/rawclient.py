@@ -6,7 +6,9 @@ the chunked body. No SSE or JSON parsing at all. Whatever rate and TTFT this rep
 the machine itself allows; ``llmbench`` is judged against it in the same run.
 
 Run: ``python benchmarks/rawclient.py --url http://127.0.0.1:8000 --concurrency 64
---requests 2000 --osl 200`` → one JSON line with tokens/s and TTFT statistics.
+--requests 2000 --osl 200 [--isl 200] [--loop uvloop]`` → one JSON line with tokens/s and TTFT
+statistics. ``--loop uvloop`` is the floor llmbench is held to on Linux: the least a client
+can do, on the fastest event loop.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from llmbench.sim import output_words
 
 _CONTENT = b'"content":"'
 _END = b"0\r\n\r\n"
+#: Prompt length in single-token words (``--isl``); 16 matches llmbench's shortest prompts.
+PROMPT_TOKENS = [16]
 
 
 class _Slot(asyncio.Protocol):
@@ -32,8 +36,8 @@ class _Slot(asyncio.Protocol):
         self.first = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         ts = perf_counter_ns()
@@ -74,7 +78,9 @@ async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -
     parts = urlsplit(url)
     # The same kind of prompt llmbench sends (16 single-token words), so the server does the
     # same work for both clients and only the clients differ.
-    payload = request_bytes(url, model, osl, "".join(output_words()[:16]))
+    words = output_words()
+    prompt = "".join(words[i % len(words)] for i in range(PROMPT_TOKENS[0]))
+    payload = request_bytes(url, model, osl, prompt)
     loop = asyncio.get_running_loop()
     slots = []
     for _ in range(concurrency):
@@ -123,8 +129,18 @@ def main(runner: Runner = run, description: str | None = None) -> None:
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--osl", type=int, default=200)
+    p.add_argument("--isl", type=int, default=16, help="prompt tokens (raw client only)")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio")
     a = p.parse_args()
-    print(json.dumps(asyncio.run(runner(a.url, a.model, a.concurrency, a.requests, a.osl))))
+    PROMPT_TOKENS[0] = a.isl
+    factory = asyncio.new_event_loop
+    if a.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as loop:
+        result = loop.run(runner(a.url, a.model, a.concurrency, a.requests, a.osl))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ so a saved ``profile_export.json`` can be re-analysed later with identical resul
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Where a token count came from; GenAI-Perf semantics prefer the server's ``usage``.
@@ -23,6 +23,9 @@ class RequestRecord:
     so inter-chunk gaps (never called ITL) and ITL-by-position can be derived later.
     ``scheduled_ns`` is set only in request-rate mode: the gap to ``sent_ns`` is dispatch
     lag, the evidence that an overloaded client did not pass for a fast server.
+    ``loop_stall_ms`` is set when the client's event loop stalled (see
+    ``llmbench.runner.load.engine.STALL_MS``) while the request was in flight: its reads were
+    stamped late by up to that much, so its timestamps are unreliable.
     """
 
     index: int
@@ -44,6 +47,7 @@ class RequestRecord:
     error_type: str | None = None
     error_message: str | None = None
     output_text: str | None = None
+    loop_stall_ms: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -52,8 +56,10 @@ class RequestRecord:
 
     def to_json(self) -> dict[str, Any]:
         """Plain dict for ``profile_export.json``; the output text is dropped to keep it small."""
-        d = asdict(self)
-        d.pop("output_text", None)
+        # Not dataclasses.asdict: it deep-copies every chunk_ns list, seconds per 10⁴ records.
+        d = {name: getattr(self, name) for name in _JSON_FIELDS}
+        if self.loop_stall_ms is not None:  # only a stalled run's files carry the key
+            d["loop_stall_ms"] = self.loop_stall_ms
         return d
 
     @classmethod
@@ -61,3 +67,11 @@ class RequestRecord:
         """Inverse of :meth:`to_json`; unknown keys are ignored so old exports still load."""
         names = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in names})
+
+
+#: The keys of :meth:`RequestRecord.to_json`, in field order (``output_text`` stays out).
+_JSON_FIELDS = tuple(
+    name
+    for name in RequestRecord.__dataclass_fields__
+    if name not in ("output_text", "loop_stall_ms")
+)

@@ -44,13 +44,16 @@ def _apply_usage(rec: RequestRecord, usage: Any) -> None:
         rec.output_tokens, rec.output_tokens_source = completion, SOURCE_SERVER
 
 
-def fill_record(rec: RequestRecord, ex: Exchange, sent_ns: int, endpoint_type: str) -> None:
+def fill_record(rec: RequestRecord, ex: Exchange, endpoint_type: str) -> None:
     """Fills timestamps, text, usage and errors of ``rec`` from ``ex``.
 
-    Every failure becomes an ``error_type`` (``http_429``, ``disconnect``, ``malformed_sse``,
-    ``stream_error``, ``empty_response`` …) with a short sample message, never an exception.
+    Every failure becomes an ``error_type`` (``http_429``, ``disconnect``, ``timeout``,
+    ``interrupted``, ``malformed_sse``, ``stream_error``, ``incomplete_stream``,
+    ``empty_response`` …) with a short sample message, never an exception. A request that
+    failed after bytes arrived keeps its timestamps (what arrived), but only an error-free
+    record counts in the statistics.
     """
-    rec.sent_ns = sent_ns
+    rec.sent_ns = ex.sent_ns
     rec.status = ex.status or None
     if ex.error is not None and not ex.pieces:
         rec.error_type, rec.error_message = ex.error, ex.error_message
@@ -98,11 +101,14 @@ def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete
     parser = SSEParser()
     payloads: list[bytes] = []
     stamps: list[int] = []
+    saw_done = False
     for ts, piece in pieces:
         for payload in parser.feed(piece):
             if payload != DONE:
                 payloads.append(payload)
                 stamps.append(ts)
+            else:
+                saw_done = True
     objs, bad = _decode_events(payloads)
     if objs is None:
         rec.error_type = "malformed_sse"
@@ -110,6 +116,10 @@ def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete
         return
     texts: list[str] = []
     chunk_ns = rec.chunk_ns
+    # A stream is whole when it says so: [DONE], a finish_reason or the usage chunk. One that
+    # stops without any of them was cut off (a crashed worker, a proxy timeout) even if its
+    # HTTP framing ended cleanly; its latencies would look like a short, fast answer.
+    ended = saw_done
     for obj, ts in zip(objs, stamps, strict=True):
         if "error" in obj:
             rec.error_type = "stream_error"
@@ -120,7 +130,10 @@ def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete
             if text:
                 chunk_ns.append(ts)
                 texts.append(text)
+            if not ended and isinstance(choice, dict) and choice.get("finish_reason"):
+                ended = True
         if obj.get("usage"):
+            ended = True
             _apply_usage(rec, obj["usage"])
     if not chunk_ns:
         if not incomplete:
@@ -129,6 +142,12 @@ def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete
     rec.first_token_ns = chunk_ns[0]
     rec.last_token_ns = chunk_ns[-1]
     rec.output_text = "".join(texts)
+    if not ended and not incomplete:
+        rec.error_type = "incomplete_stream"
+        rec.error_message = (
+            f"the stream ended after {len(chunk_ns)} content events without a finish_reason, "
+            "a usage chunk or [DONE]"
+        )
 
 
 def _fill_json(rec: RequestRecord, pieces: list[tuple[int, bytes]], endpoint_type: str) -> None:

@@ -16,10 +16,10 @@ import asyncio
 import ssl
 from dataclasses import dataclass, field
 from time import perf_counter_ns
+from typing import cast
 from urllib.parse import urlsplit
 
 _HEAD, _LENGTH, _CHUNKED, _EOF, _DONE = range(5)
-_LAST_CHUNK = b"\r\n0\r\n\r\n"
 
 
 class ConnectError(Exception):
@@ -28,8 +28,15 @@ class ConnectError(Exception):
 
 @dataclass(slots=True)
 class Exchange:
-    """One request/response on a connection: arrival-stamped body pieces and the outcome."""
+    """One request/response on a connection: arrival-stamped body pieces and the outcome.
 
+    ``sent_ns`` is taken immediately before the request is written (or before connecting when
+    a connection must be opened first); ``error`` is set once and never overwritten, so the
+    abort that follows a timeout or a stop cannot turn it into a ``disconnect``.
+    """
+
+    sent_ns: int = 0
+    size: int = 0
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     pieces: list[tuple[int, bytes]] = field(default_factory=list)
@@ -38,7 +45,10 @@ class Exchange:
     error_message: str | None = None
     done: asyncio.Future[None] | None = None
 
-
+    def received(self) -> int:
+        """Bytes of the response body (framing included) that arrived, counted as they came
+        (one addition per read, instead of a walk over the pieces per request in a wave)."""
+        return self.size
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where requests go, with the request head pre-encoded once (no per-request formatting)."""
@@ -62,7 +72,12 @@ class Target:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--url {base_url!r} is not an http(s) URL; use e.g. http://host:8000")
         tls = parts.scheme == "https"
-        port = parts.port or (443 if tls else 80)
+        try:
+            port = parts.port or (443 if tls else 80)
+        except ValueError:  # urlsplit's "Port out of range 0-65535"
+            raise ValueError(
+                f"--url {base_url!r}: the port must be a number from 1 to 65535"
+            ) from None
         prefix = parts.path.rstrip("/")
         # "http://h/v1" with endpoint "/v1/chat/completions" must not become "/v1/v1/...".
         full_path = prefix + path if prefix and not path.startswith(prefix + "/") else path
@@ -86,28 +101,38 @@ class Target:
 
 
 class Connection(asyncio.Protocol):
-    """One keep-alive connection running one exchange at a time."""
+    """One keep-alive connection running one exchange at a time.
 
-    def __init__(self) -> None:
+    The end of a response is found while its bytes arrive (Content-Length counted down, chunk
+    sizes followed, end of file), so no request waits for its timeout because the end of a body
+    was missed; de-chunking and parsing wait until the response is complete (:func:`dechunk`).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.transport: asyncio.Transport | None = None
         self.usable = False
+        self._loop = loop
         self._ex: Exchange | None = None
         self._state = _DONE
         self._head = b""
-        self._left = 0
-        self._tail = b""
+        self._left = 0  # _LENGTH: body bytes due; _CHUNKED: payload + CRLF bytes to skip
+        self._line = b""  # _CHUNKED: a size or trailer line cut by a read boundary
+        self._trailers = False  # _CHUNKED: past the last chunk, reading trailer lines
         self._keep_alive = True
+        self._timer: asyncio.TimerHandle | None = None
+        self._timeout = 0.0
 
     # asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports do not subclass asyncio.Transport; they implement it.
+        self.transport = cast(asyncio.Transport, transport)
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
         self.usable = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.usable = False
-        ex = self._ex
-        if ex is None:
+        if self._ex is None:
             return
         if self._state == _EOF:
             self._finish()
@@ -117,56 +142,85 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         ts = perf_counter_ns()
-        if self._ex is None:
+        ex = self._ex
+        if ex is None:
             return
         if self._state == _HEAD:
-            self._head += data
-            end = self._head.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            data = self._head[end + 4 :]
-            self._parse_head(self._head[:end])
-            self._head = b""
-            if self._ex is None or not data:
+            data = self._read_head(data)
+            ex = self._ex
+            if ex is None or not data:
                 return
         state = self._state
         if state == _CHUNKED:
-            # Store the framed bytes as they are; de-chunking waits until the response is
-            # complete (dechunk()). Here only the end must be seen: the last chunk is
-            # "0\r\n\r\n" after the previous chunk's "\r\n" (no trailers from inference
-            # servers), and JSON SSE payloads never hold a bare "\r\n0\r\n\r\n".
-            self._ex.pieces.append((ts, data))
-            tail = data[-7:] if len(data) >= 7 else (self._tail + data)[-7:]
-            self._tail = tail
-            if tail == _LAST_CHUNK:
+            # Stored framed, as they came; here only the end of the body is looked for.
+            ex.pieces.append((ts, data))
+            ex.size += len(data)
+            left = self._left
+            if left >= len(data):
+                self._left = left - len(data)  # the common case: inside a chunk's payload
+            elif self._scan_chunked(data, left):
                 self._finish()
         elif state == _LENGTH:
             take = data[: self._left]
-            self._ex.pieces.append((ts, take))
+            ex.pieces.append((ts, take))
+            ex.size += len(take)
             self._left -= len(take)
             if self._left <= 0:
                 self._finish()
         elif state == _EOF:
-            self._ex.pieces.append((ts, data))
+            ex.pieces.append((ts, data))
+            ex.size += len(data)
 
     # exchange ----------------------------------------------------------------------
-    def start(self, payload: bytes, ex: Exchange) -> None:
-        """Writes ``payload`` and makes ``ex.done`` resolve when the response is complete."""
-        assert self.transport is not None
-        loop = asyncio.get_running_loop()
-        ex.done = loop.create_future()
+    def start(self, payload: bytes, ex: Exchange, timeout: float | None = None) -> None:
+        """Writes ``payload``; ``ex.done`` resolves when the response is complete or failed.
+
+        The timeout is one timer handle on the loop, cancelled when the response completes:
+        cheaper per request than ``wait_for`` around a shielded future, which costs a task,
+        a future and their callbacks on the loop that stamps the other streams' reads.
+        """
+        assert self.transport is not None and self._loop is not None
+        ex.done = self._loop.create_future()
         self._ex = ex
         self._state = _HEAD
         self._head = b""
+        if timeout is not None:
+            self._timeout = timeout
+            self._timer = self._loop.call_later(timeout, self._on_timeout)
         self.transport.write(payload)
 
-    def abort(self) -> None:
-        if self.transport is not None:
+    def abort(self, kind: str = "interrupted", message: str = "the run stopped") -> None:
+        """Drops the connection; an exchange still running ends with ``kind`` (never later
+        re-labelled by the ``connection_lost`` the abort causes)."""
+        if self._ex is not None:
+            self._fail(kind, message, abort=True)
+        elif self.transport is not None:
             self.transport.abort()
         self.usable = False
 
     # internals ---------------------------------------------------------------------
-    def _parse_head(self, head: bytes) -> None:
+    def _on_timeout(self) -> None:
+        self._timer = None
+        if self._ex is not None:
+            self._fail("timeout", f"no complete response after {self._timeout:g} s", abort=True)
+
+    def _read_head(self, data: bytes) -> bytes:
+        """Collects the response head; returns the body bytes that followed it in ``data``."""
+        head = self._head + data if self._head else data
+        while True:
+            end = head.find(b"\r\n\r\n")
+            if end < 0:
+                self._head = head
+                return b""
+            rest = head[end + 4 :]
+            self._head = b""
+            if not self._parse_head(head[:end]):
+                head = rest  # an interim 1xx response: the real head follows
+                continue
+            return rest
+
+    def _parse_head(self, head: bytes) -> bool:
+        """Reads status and headers and picks the body framing; False for a 1xx response."""
         ex = self._ex
         assert ex is not None
         lines = head.split(b"\r\n")
@@ -175,7 +229,9 @@ class Connection(asyncio.Protocol):
             ex.status = int(status_line[1])
         except (IndexError, ValueError):
             self._fail("protocol", f"bad status line {lines[0][:80]!r}")
-            return
+            return True
+        if 100 <= ex.status < 200:
+            return False
         headers = ex.headers
         for line in lines[1:]:
             name, _, value = line.partition(b":")
@@ -186,20 +242,91 @@ class Connection(asyncio.Protocol):
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = _CHUNKED
             ex.chunked = True
-            self._tail = b"\r\n"  # an empty body is "0\r\n\r\n" right after the head
+            self._left = 0
+            self._line = b""
+            self._trailers = False
         elif "content-length" in headers:
-            self._left = int(headers["content-length"])
+            try:
+                self._left = int(headers["content-length"])
+            except ValueError:
+                self._fail("protocol", f"bad Content-Length {headers['content-length'][:40]!r}")
+                return True
             self._state = _LENGTH
-            if self._left == 0:
+            if self._left <= 0:
                 self._finish()
         else:
             self._state = _EOF
             self._keep_alive = False
+        return True
+
+    def _scan_chunked(self, data: bytes, pos: int) -> bool:
+        """Follows the chunk framing through ``data`` from ``pos``; True at the body's end.
+
+        Handles what HTTP/1.1 allows even if inference servers rarely send it: chunk
+        extensions (``1a;name=value``), trailer fields after the last chunk, and size lines
+        or CRLFs cut anywhere by a read boundary.
+        """
+        n = len(data)
+        self._left = 0
+        if not self._line and not self._trailers:
+            # The common shape, kept to a few operations per chunk (a whole response can
+            # arrive in one read): "<hex>\r\n<payload>\r\n", no extension, not the last.
+            find = data.find
+            while True:
+                nl = find(b"\r\n", pos)
+                if nl < 0:
+                    break
+                try:
+                    size = int(data[pos:nl], 16)
+                except ValueError:
+                    break  # an extension or a bad line: the general loop below says which
+                if size <= 0:
+                    break  # the last chunk, or a negative size: the general loop decides
+                pos = nl + size + 4  # the size line's CRLF, the payload, its CRLF
+                if pos >= n:
+                    self._left = pos - n
+                    return False
+        while pos < n:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                self._line += data[pos:]
+                return False
+            line = data[pos:nl]
+            if self._line:
+                line, self._line = self._line + line, b""
+            pos = nl + 1
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if self._trailers:
+                if not line:
+                    return True  # the empty line after the last chunk (and any trailers)
+                continue
+            try:
+                size = int(line.split(b";", 1)[0], 16)
+                if size < 0:
+                    raise ValueError
+            except ValueError:
+                self._fail("protocol", f"bad chunk size line {line[:40]!r}")
+                return False
+            if size == 0:
+                self._trailers = True
+                continue
+            pos += size + 2  # the payload and its CRLF
+            if pos > n:
+                self._left = pos - n
+                return False
+        return False
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _finish(self) -> None:
         ex = self._ex
         self._ex = None
         self._state = _DONE
+        self._cancel_timer()
         if not self._keep_alive:
             self.usable = False
             if self.transport is not None:
@@ -207,16 +334,21 @@ class Connection(asyncio.Protocol):
         if ex is not None and ex.done is not None and not ex.done.done():
             ex.done.set_result(None)
 
-    def _fail(self, kind: str, message: str) -> None:
+    def _fail(self, kind: str, message: str, abort: bool = False) -> None:
         ex = self._ex
-        self._ex = None
+        self._ex = None  # detached first: the connection_lost this causes finds no exchange
         self._state = _DONE
+        self._cancel_timer()
         self.usable = False
         if self.transport is not None:
-            self.transport.close()
+            if abort:
+                self.transport.abort()
+            else:
+                self.transport.close()
         if ex is not None:
-            ex.error = kind
-            ex.error_message = message
+            if ex.error is None:
+                ex.error = kind
+                ex.error_message = message
             if ex.done is not None and not ex.done.done():
                 ex.done.set_result(None)
 
@@ -262,6 +394,8 @@ def dechunk(pieces: list[tuple[int, bytes]]) -> tuple[list[tuple[int, bytes]], s
                         size = int(line.split(b";", 1)[0], 16)
                     except ValueError:
                         return out, f"bad chunk size line {line[:40]!r}"
+                if size < 0:
+                    return out, f"bad chunk size line {line[:40]!r}"
                 if size == 0:
                     if parts:
                         out.append((ts, b"".join(parts)))
@@ -299,21 +433,24 @@ class Client:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    Connection, self.target.host, self.target.port, ssl=self._ssl
+                    lambda: Connection(loop), self.target.host, self.target.port, ssl=self._ssl
                 ),
                 self.connect_timeout,
             )
         except (OSError, TimeoutError) as exc:
-            raise ConnectError(f"cannot connect to {self.target.base_url}: {exc}") from exc
+            reason = str(exc) or type(exc).__name__
+            raise ConnectError(f"cannot connect to {self.target.base_url}: {reason}") from exc
         self._all.add(conn)
         return conn
 
-    async def acquire(self) -> Connection:
+    def idle(self) -> Connection | None:
+        """An idle keep-alive connection, or None (the exchange then opens one)."""
         while self._idle:
             conn = self._idle.pop()
             if conn.usable:
                 return conn
-        return await self.connect()
+            self._all.discard(conn)
+        return None
 
     def release(self, conn: Connection) -> None:
         if conn.usable:
@@ -322,38 +459,43 @@ class Client:
             self._all.discard(conn)
 
     async def exchange(
-        self, conn: Connection | None, body: bytes, timeout: float | None
-    ) -> tuple[Exchange, int, Connection | None]:
-        """Sends ``body`` and waits for the whole response.
+        self, conn: Connection | None, body: bytes, timeout: float | None, ex: Exchange
+    ) -> Connection | None:
+        """Sends ``body`` and waits for the whole response, filling ``ex``.
 
-        Returns the exchange, the send timestamp and the connection to reuse (None when it
-        closed). The send timestamp is taken immediately before the bytes are written; when
-        a new connection must be opened first, it is taken before connecting, because the
-        user of the server pays for that connect too.
+        Returns the connection to reuse (None when it closed). ``ex.sent_ns`` is taken
+        immediately before the bytes are written; when a new connection must be opened first,
+        it is taken before connecting, because the user of the server pays for that connect
+        too. A failed connect is ``ex.error == "connect"``. When the caller is cancelled (the
+        run stops), ``ex`` keeps what arrived and says ``interrupted``; the caller owns ``ex``
+        and records it before the cancellation goes on.
         """
-        ex = Exchange()
         payload = self.target.request_bytes(body)
-        sent = perf_counter_ns()
+        ex.sent_ns = perf_counter_ns()
         if conn is None or not conn.usable:
             try:
                 conn = await self.connect()
             except ConnectError as exc:
                 ex.error, ex.error_message = "connect", str(exc)
-                return ex, sent, None
-        conn.start(payload, ex)
-        assert ex.done is not None
+                return None
+            except asyncio.CancelledError:
+                ex.error, ex.error_message = "interrupted", "the run stopped before sending"
+                raise
+        conn.start(payload, ex, timeout)
+        done = ex.done
+        assert done is not None
         try:
-            if timeout is None:
-                await ex.done
-            else:
-                await asyncio.wait_for(asyncio.shield(ex.done), timeout)
-        except TimeoutError:
-            conn.abort()
-            ex.error, ex.error_message = "timeout", f"no complete response after {timeout:g} s"
+            await done
         except asyncio.CancelledError:
-            conn.abort()
+            conn.abort(
+                "interrupted",
+                f"the run stopped with the request in flight ({ex.received()} bytes received)",
+            )
             raise
-        return ex, sent, (conn if conn.usable else None)
+        if conn.usable:
+            return conn
+        self._all.discard(conn)  # closed: a long run against Connection: close keeps none
+        return None
 
     def close(self) -> None:
         for conn in list(self._all):

@@ -15,23 +15,39 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing as mp
+import os
+import pickle
+import random
 import signal
+import tempfile
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
-from time import perf_counter_ns
-from typing import Any
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from time import perf_counter_ns, thread_time_ns
+from typing import IO, Any
 
 import numpy as np
 
+from llmbench.runner.client import eventloop
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.responses import fill_record
-from llmbench.runner.client.transport import Client, ConnectError, Connection, Exchange, Target
+from llmbench.runner.client.transport import Client, Connection, Exchange, Target
 
 
 @dataclass(frozen=True, slots=True)
 class LoadConfig:
-    """How requests are issued; validated by the CLI and the spec model before it gets here."""
+    """How requests are issued; validated by the CLI and the spec model before it gets here.
+
+    ``buffer_mb`` bounds the finished responses kept undecoded in memory (None: an eighth of
+    the memory the runner may use, see :func:`default_buffer_bytes`); beyond it they wait in
+    a temporary file. ``unreachable_after_s`` ends the point when every connect has failed
+    for that long; ``retry_after_max_s`` caps how long a slot honours a ``Retry-After``;
+    ``error_records_kept`` caps the records kept per error type (the count stays exact).
+    """
 
     mode: str = "concurrency"  # concurrency | request_rate
     concurrency: int = 1
@@ -45,7 +61,13 @@ class LoadConfig:
     request_timeout_s: float | None = 600.0
     workers: int = 1
     endpoint_type: str = "chat"
-    buffer_mb: float = 128.0
+    buffer_mb: float | None = None
+    unreachable_after_s: float = 10.0
+    retry_after_max_s: float = 30.0
+    error_records_kept: int = 1000
+    #: A fixed schedule (``--fixed-schedule`` trace replay): the send offsets (ns) of the
+    #: requests, in order, sent open loop; None for a rate's schedule.
+    schedule_ns: tuple[int, ...] | None = None
 
 
 class Progress:
@@ -53,7 +75,9 @@ class Progress:
 
     ``loop_lag_ms`` collects how late the event loop woke a periodic timer during the run: a
     read waiting for a busy loop is stamped that much late, so this is the client's own
-    measure of how far it can be trusted.
+    measure of how far it can be trusted. ``stalls`` are the wake-ups later than
+    :data:`STALL_MS`, as (start, end) ``perf_counter_ns`` intervals with the CPU time (ns)
+    the loop's thread used across them.
     """
 
     def __init__(self) -> None:
@@ -61,19 +85,80 @@ class Progress:
         self.done = 0
         self.errors = 0
         self.loop_lag_ms: list[float] = []
+        self.stalls: list[tuple[int, int, int]] = []
+
+
+@dataclass(slots=True)
+class Stall:
+    """The longest event-loop stall of a run and the requests whose timestamps it overlapped.
+
+    ``cpu_ms`` is the CPU time the loop's thread used across it: close to ``ms`` when the
+    runner itself was busy, far below when the process was not scheduled (a machine too
+    loaded to measure on)."""
+
+    ms: float
+    start_ns: int
+    worker: int
+    overlapped_requests: int
+    cpu_ms: float = 0.0
+
+
+@dataclass(slots=True)
+class LoadResult:
+    """What one run of the load generator hands back besides the records.
+
+    ``unrecorded_errors``: measured requests that failed and were counted but not kept as
+    records (beyond ``error_records_kept`` per type).
+    ``stop_reason``: why the run ended before its budget (the target stayed unreachable).
+    ``retry_after_waits`` / ``retry_after_wait_s``: how often and how long (slot-seconds) the
+    slots held back because the target answered ``Retry-After``.
+    ``spilled_requests``: finished responses parked in a file because the buffer was full.
+    """
+
+    records: list[RequestRecord]
+    unrecorded_errors: dict[str, int] = field(default_factory=dict)
+    stop_reason: str | None = None
+    retry_after_waits: int = 0
+    retry_after_wait_s: float = 0.0
+    spilled_requests: int = 0
+    longest_stall: Stall | None = None
+    loop_lag_ms: list[float] = field(default_factory=list)
+    event_loop: str = "asyncio"
 
 
 #: Period of the event-loop lag probe; one timer, so it costs the loop nothing measurable.
 LAG_PROBE_S = 0.02
+#: A probe wake-up this late (ms) is a stall: the requests it overlapped are marked, because
+#: every read that arrived during it was stamped when the loop came back, not when it came.
+STALL_MS = 50.0
+_MAX_STALLS = 10_000
+
+#: Connect retries back off from the first to the last delay, doubling, with jitter so the
+#: slots do not retry in lockstep.
+CONNECT_BACKOFF_FIRST_S = 0.05
+CONNECT_BACKOFF_MAX_S = 2.0
 
 
-async def watch_loop_lag(samples: list[float]) -> None:
-    """Appends, every ``LAG_PROBE_S``, how many ms late the loop woke up; runs until cancelled."""
+async def watch_loop_lag(
+    samples: list[float], stalls: list[tuple[int, int, int]] | None = None
+) -> None:
+    """Appends, every ``LAG_PROBE_S``, how many ms late the loop woke up; runs until cancelled.
+
+    Wake-ups later than :data:`STALL_MS` also go to ``stalls`` as the interval the loop was
+    away and the thread CPU time used meanwhile, so the requests in flight across it can be
+    named afterwards and the stall told apart from a process that was not scheduled.
+    """
     period_ns = int(LAG_PROBE_S * 1e9)
+    stall_ns = int(STALL_MS * 1e6)
     while True:
         start = perf_counter_ns()
+        cpu = thread_time_ns()
         await asyncio.sleep(LAG_PROBE_S)
-        samples.append(max(0, perf_counter_ns() - start - period_ns) / 1e6)
+        now = perf_counter_ns()
+        lag = max(0, now - start - period_ns)
+        samples.append(lag / 1e6)
+        if stalls is not None and lag >= stall_ns and len(stalls) < _MAX_STALLS:
+            stalls.append((now - lag, now, thread_time_ns() - cpu))
 
 
 def schedule_offsets(cfg: LoadConfig) -> Iterator[int]:
@@ -81,7 +166,11 @@ def schedule_offsets(cfg: LoadConfig) -> Iterator[int]:
     gaps (Poisson arrivals) from a generator seeded by ``--random-seed``.
 
     Produced lazily, so a duration-bounded run at a high rate holds no schedule in memory.
+    A fixed schedule (``cfg.schedule_ns``) is sent as given, and ends with it.
     """
+    if cfg.schedule_ns is not None:
+        yield from cfg.schedule_ns
+        return
     assert cfg.request_rate and cfg.request_rate > 0
     mean_gap = 1e9 / cfg.request_rate
     if cfg.rate_mode == "poisson":
@@ -98,6 +187,75 @@ def schedule_offsets(cfg: LoadConfig) -> Iterator[int]:
         i += 1
 
 
+def connect_backoff_s(failures: int) -> float:
+    """Seconds to wait after ``failures`` connect failures in a row: doubling from
+    :data:`CONNECT_BACKOFF_FIRST_S` to :data:`CONNECT_BACKOFF_MAX_S`, times a jitter in
+    [0.5, 1), so a dead target is not hammered and slots do not retry in lockstep."""
+    base = min(CONNECT_BACKOFF_MAX_S, CONNECT_BACKOFF_FIRST_S * 2.0 ** min(failures - 1, 16))
+    return base * (0.5 + random.random() / 2)
+
+
+def retry_after_s(ex: Exchange, cap: float) -> float | None:
+    """The ``Retry-After`` of a 429/503 answer in seconds (delta or HTTP date), capped at
+    ``cap``; None when the answer asks for no wait."""
+    if ex.status not in (429, 503):
+        return None
+    value = ex.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    if not seconds > 0:
+        return None
+    return min(seconds, cap)
+
+
+def memory_limit_bytes() -> int | None:
+    """The memory this process may use: its cgroup's limit (v2, then v1) in a container, else
+    the machine's physical memory; None when neither can be read."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 1 << 60:  # v1 says "no limit" with a huge number
+            return int(text)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_buffer_bytes(workers: int = 1) -> int:
+    """Undecoded-response budget per process: an eighth of the memory limit shared by the
+    worker processes, between 16 MiB and 1 GiB (128 MiB when the limit is unknown).
+
+    Buffered bytes cost about twice their size in Python objects, so the runner keeps about
+    a quarter of its limit for them and a pod sized for its load is not OOM-killed.
+    ``LLMBENCH_BUFFER_MB`` sets the budget per process instead (benchmarks use it to cross
+    the budget with a short run).
+    """
+    override = os.environ.get("LLMBENCH_BUFFER_MB")
+    if override:
+        try:
+            return max(0, int(float(override) * 2**20))
+        except ValueError:
+            raise ValueError(f"LLMBENCH_BUFFER_MB={override!r} is not a number") from None
+    limit = memory_limit_bytes()
+    if limit is None:
+        return 128 * 2**20
+    return int(min(max(limit / 8 / max(1, workers), 16 * 2**20), 2**30))
+
+
 async def run_load(
     target: Target,
     bodies: Sequence[bytes],
@@ -109,13 +267,13 @@ async def run_load(
     start_at_ns: int | None = None,
     worker: int = 0,
     stop: asyncio.Event | None = None,
-) -> list[RequestRecord]:
+) -> LoadResult:
     """Runs one process's share of the load and returns its records, post-processed.
 
     ``indices`` are the global request numbers this process sends (all of them by default);
     a request's body is ``bodies[index % len(bodies)]`` and indices below
     ``cfg.warmup_request_count`` are warm-up. Setting ``stop`` (Ctrl-C, SIGTERM) ends
-    sending, abandons the requests in flight and returns the records of those that completed.
+    sending; the requests in flight are recorded as ``interrupted`` with what had arrived.
     """
     warm = cfg.warmup_request_count
     if indices is None:
@@ -131,6 +289,7 @@ async def run_load(
     # waits until the load is over.
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    stalls: list[tuple[int, int, int]] = []
     try:
         work: asyncio.Future[Any]
         if cfg.mode == "concurrency":
@@ -148,12 +307,14 @@ async def run_load(
             await _wait_until(start_at_ns)
             work = asyncio.gather(_open_loop(client, bodies, cfg, state, progress, worker))
         stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-        probe = asyncio.ensure_future(watch_loop_lag(progress.loop_lag_ms))
+        lag: list[float] = []
+        probe = asyncio.ensure_future(watch_loop_lag(lag, stalls))
         await asyncio.wait((work, stopper), return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
         probe.cancel()
+        progress.loop_lag_ms.extend(lag)
         if not work.done():
-            # Interrupted: stop sending, abandon what is in flight, keep what completed.
+            # Interrupted: stop sending; the slots record what their requests had received.
             state.stopped = True
             work.cancel()
         await asyncio.gather(work, return_exceptions=True)
@@ -167,8 +328,49 @@ async def run_load(
         client.close()
         if gc_was_enabled:
             gc.enable()
-    state.decode(len(state.raw))
-    return state.records
+    records = state.finish()
+    progress.stalls.extend(stalls)
+    return LoadResult(
+        records=records,
+        unrecorded_errors=dict(state.unrecorded),
+        stop_reason=state.stop_reason,
+        retry_after_waits=state.retry_waits,
+        retry_after_wait_s=state.retry_wait_ns / 1e9,
+        spilled_requests=state.spilled,
+        longest_stall=mark_stalls(records, stalls, worker),
+        loop_lag_ms=lag,
+        event_loop=eventloop.running_loop_kind(),
+    )
+
+
+def mark_stalls(
+    records: Sequence[RequestRecord], stalls: Sequence[tuple[int, int, int]], worker: int = 0
+) -> Stall | None:
+    """Marks each record whose send-to-last-byte span overlaps a loop stall with the longest
+    such stall (``loop_stall_ms``); returns the longest stall and how many requests it hit.
+
+    Those requests' timestamps are unreliable: their reads were stamped when the loop came
+    back. Stalls come from one probe, so they are disjoint and in time order.
+    """
+    if not stalls:
+        return None
+    starts = [s for s, _, _ in stalls]
+    ends = [e for _, e, _ in stalls]
+    longest = max(range(len(stalls)), key=lambda i: ends[i] - starts[i])
+    hit = 0
+    for rec in records:
+        if rec.worker != worker:
+            continue
+        last = rec.last_token_ns or (rec.chunk_ns[-1] if rec.chunk_ns else rec.sent_ns)
+        lo, hi = bisect_right(ends, rec.sent_ns), bisect_left(starts, last)
+        if lo >= hi:
+            continue
+        worst = max(ends[i] - starts[i] for i in range(lo, hi))
+        rec.loop_stall_ms = worst / 1e6
+        if lo <= longest < hi:
+            hit += 1
+    ms = (ends[longest] - starts[longest]) / 1e6
+    return Stall(ms, starts[longest], worker, hit, stalls[longest][2] / 1e6)
 
 
 class _Unbounded(Sequence[int]):
@@ -181,36 +383,122 @@ class _Unbounded(Sequence[int]):
         return i
 
 
+class _Spill:
+    """Finished responses parked, undecoded, in an unlinked temporary file.
+
+    Why a file: once the memory budget is spent, decoding on the event loop costs the live
+    streams about 1.3 ms per 256-token response (seconds when done in a batch), while
+    pickling its arrival-stamped pieces into the page cache costs about 0.03–0.1 ms
+    (``benchmarks/overflow_cost.py``); only the offset and length stay in memory. The pieces
+    come back after the load, when decoding costs no measured time. The file holds only
+    what this process wrote, read back by this process.
+    """
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] = tempfile.TemporaryFile()
+        self._size = 0
+
+    def park(self, ex: Exchange) -> tuple[int, int]:
+        data = pickle.dumps(ex.pieces, protocol=pickle.HIGHEST_PROTOCOL)
+        self._file.write(data)
+        where = (self._size, len(data))
+        self._size += len(data)
+        ex.pieces = []
+        return where
+
+    def restore(self, ex: Exchange, where: tuple[int, int]) -> None:
+        offset, length = where
+        ex.pieces = pickle.loads(os.pread(self._file.fileno(), length, offset))
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class _State:
+    """The run's shared bookkeeping: the request counter, finished exchanges, fault state."""
+
     def __init__(self, cfg: LoadConfig, indices: Sequence[int]) -> None:
         self.cfg = cfg
         self.indices = indices
         self.next = 0
         self.tx: int | None = None  # first measured send, for duration-bounded runs
         self.stopped = False
-        self.raw: list[tuple[RequestRecord, Exchange, int]] = []
-        self.records: list[RequestRecord] = []
+        self.stop_reason: str | None = None
+        self.raw: list[tuple[RequestRecord, Exchange, Any]] = []
         self.buffered = 0
+        self.budget = (
+            int(cfg.buffer_mb * 2**20)
+            if cfg.buffer_mb is not None
+            else default_buffer_bytes(cfg.workers)
+        )
+        self._spill: _Spill | None = None
+        self._spill_failed = False
+        self.spilled = 0
+        self.kept_errors: Counter[str] = Counter()
+        self.unrecorded: Counter[str] = Counter()
+        self.unreachable_since: tuple[int, str, str] | None = None  # (ns, wall time, error)
+        self.hold_until = 0  # open loop: no send before this (connect back-off), in ns
+        self.retry_until = 0  # open loop: no send before this (Retry-After), in ns
+        self.open_failures = 0
+        self.retry_waits = 0
+        self.retry_wait_ns = 0
 
-    def add(self, rec: RequestRecord, ex: Exchange, sent: int) -> None:
-        """Keeps a finished exchange undecoded; decodes the oldest when over the memory budget.
+    def add(self, rec: RequestRecord, ex: Exchange) -> None:
+        """Keeps a finished exchange undecoded; over the memory budget it goes to a file.
 
         Decoding waits for the end of the run because it costs CPU the live streams would
-        wait for; the budget (``LoadConfig.buffer_mb``) bounds the memory that waiting costs.
+        wait for. A failed request (refused connect, HTTP error, broken connection) is kept
+        as a record only up to ``error_records_kept`` per type, so a dead or failing target
+        answering in a tight loop cannot fill the memory; the count stays exact. A stop's
+        ``interrupted`` requests, one per slot at most, are always kept.
         """
-        self.raw.append((rec, ex, sent))
-        self.buffered += sum(len(p) for _, p in ex.pieces)
-        if self.buffered > self.cfg.buffer_mb * 2**20:
-            self.decode(len(self.raw) // 2 + 1)
+        kind = ex.error or (f"http_{ex.status}" if ex.status != 200 else None)
+        if kind is not None and kind != "interrupted":
+            if self.kept_errors[kind] >= self.cfg.error_records_kept:
+                if not rec.warmup:
+                    self.unrecorded[kind] += 1
+                return
+            self.kept_errors[kind] += 1
+        size = ex.received()
+        self.buffered += size
+        where = None
+        if self.buffered > self.budget and size:
+            where = self._park(ex)
+            if where is not None:
+                self.buffered -= size
+        self.raw.append((rec, ex, where))
 
-    def decode(self, n: int) -> None:
-        """Turns the ``n`` oldest finished exchanges into records and frees their bytes."""
+    def _park(self, ex: Exchange) -> Any:
+        if self._spill is None and not self._spill_failed:
+            try:
+                self._spill = _Spill()
+            except OSError:
+                self._spill_failed = True  # no writable temp dir: keep bytes in memory
+        if self._spill is None:
+            return None
+        self.spilled += 1
+        return self._spill.park(ex)
+
+    def finish(self) -> list[RequestRecord]:
+        """Decodes every finished exchange into its record, after the load is over."""
         endpoint = self.cfg.endpoint_type
-        for rec, ex, sent in self.raw[:n]:
-            fill_record(rec, ex, sent, endpoint)
-            self.buffered -= sum(len(p) for _, p in ex.pieces)
-            self.records.append(rec)
-        del self.raw[:n]
+        spill = self._spill
+        if spill is not None:
+            spill.flush()
+        records = []
+        for rec, ex, where in self.raw:
+            if where is not None and spill is not None:
+                spill.restore(ex, where)
+            fill_record(rec, ex, endpoint)
+            ex.pieces = []
+            records.append(rec)
+        self.raw = []
+        if spill is not None:
+            spill.close()
+        return records
 
     def take(self) -> int | None:
         """The next request number to send, or None when the budget is spent."""
@@ -226,6 +514,32 @@ class _State:
                 return None
         self.next += 1
         return k
+
+    def reached(self) -> None:
+        """The target answered: it is not unreachable (any more)."""
+        self.unreachable_since = None
+
+    def connect_failed(self, ex: Exchange) -> None:
+        """Notes a failed connect; ends the run when connects have failed for
+        ``unreachable_after_s`` with no success in between."""
+        now = perf_counter_ns()
+        if self.unreachable_since is None:
+            wall = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            self.unreachable_since = (now, wall, ex.error_message or "connect failed")
+            return
+        since, wall, error = self.unreachable_since
+        if now - since >= self.cfg.unreachable_after_s * 1e9 and not self.stopped:
+            self.stopped = True
+            self.stop_reason = f"target unreachable since {wall}: {error}"
+
+    async def hold(self, seconds: float) -> None:
+        """Waits ``seconds`` for a ``Retry-After``, counting the slot-time spent."""
+        start = perf_counter_ns()
+        self.retry_waits += 1
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self.retry_wait_ns += perf_counter_ns() - start
 
 
 async def _preconnect(client: Client, n: int) -> list[Connection]:
@@ -253,19 +567,38 @@ async def _closed_slot(
     nb = len(bodies)
     warm = cfg.warmup_request_count
     timeout = cfg.request_timeout_s
+    failures = 0
     while True:
         k = state.take()
         if k is None:
             return
         rec = RequestRecord(index=k, warmup=k < warm, worker=worker)
+        ex = Exchange()
         progress.sent += 1
-        ex, sent, conn = await client.exchange(conn, bodies[k % nb], timeout)
+        try:
+            conn = await client.exchange(conn, bodies[k % nb], timeout, ex)
+        except asyncio.CancelledError:
+            state.add(rec, ex)
+            raise
         if k >= warm and state.tx is None:
-            state.tx = sent
-        state.add(rec, ex, sent)
+            state.tx = ex.sent_ns
+        state.add(rec, ex)
         progress.done += 1
-        if ex.error is not None or ex.status != 200:
-            progress.errors += 1
+        if ex.error is None and ex.status == 200:
+            failures = 0
+            state.reached()
+            continue
+        progress.errors += 1
+        if ex.error == "connect":
+            failures += 1
+            state.connect_failed(ex)
+            await asyncio.sleep(connect_backoff_s(failures))
+            continue
+        failures = 0
+        state.reached()
+        wait = retry_after_s(ex, cfg.retry_after_max_s)
+        if wait is not None:
+            await state.hold(wait)
 
 
 async def _open_loop(
@@ -285,33 +618,49 @@ async def _open_loop(
 
     async def one(k: int, scheduled: int) -> None:
         rec = RequestRecord(index=k, warmup=k < warm, worker=worker, scheduled_ns=scheduled)
-        try:
-            conn: Connection | None = await client.acquire()
-        except ConnectError as exc:
-            ex = Exchange(error="connect", error_message=str(exc))
-            state.add(rec, ex, perf_counter_ns())
-            progress.errors += 1
-            return
+        ex = Exchange()
         progress.sent += 1
-        ex, sent, conn = await client.exchange(conn, bodies[k % nb], cfg.request_timeout_s)
-        if conn is not None:
-            client.release(conn)
-        state.add(rec, ex, sent)
-        progress.done += 1
-        if ex.error is not None or ex.status != 200:
-            progress.errors += 1
-
-    async def guarded(k: int, scheduled: int) -> None:
         try:
-            await one(k, scheduled)
+            conn = await client.exchange(client.idle(), bodies[k % nb], cfg.request_timeout_s, ex)
+        except asyncio.CancelledError:
+            state.add(rec, ex)
+            raise
         finally:
             if limit is not None:
                 limit.release()
+        if conn is not None:
+            client.release(conn)
+        state.add(rec, ex)
+        progress.done += 1
+        if ex.error is None and ex.status == 200:
+            state.open_failures = 0
+            state.reached()
+            return
+        progress.errors += 1
+        now = perf_counter_ns()
+        if ex.error == "connect":
+            # Sends follow the schedule, but not into a target that refuses connections:
+            # the dispatcher holds (the lag shows in dispatch lag) while connects back off.
+            state.open_failures += 1
+            state.connect_failed(ex)
+            hold = int(connect_backoff_s(state.open_failures) * 1e9)
+            state.hold_until = max(state.hold_until, now + hold)
+            return
+        state.open_failures = 0
+        state.reached()
+        wait = retry_after_s(ex, cfg.retry_after_max_s)
+        if wait is not None and now + wait * 1e9 > state.retry_until:
+            state.retry_until = now + int(wait * 1e9)
+            state.retry_waits += 1
 
     try:
         for offset in offsets:
             scheduled = t0 + offset
-            delay = (scheduled - perf_counter_ns()) / 1e9
+            now = perf_counter_ns()
+            ready = max(scheduled, now)
+            if state.retry_until > ready:
+                state.retry_wait_ns += state.retry_until - ready
+            delay = (max(scheduled, state.hold_until, state.retry_until) - now) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
             if limit is not None:
@@ -323,7 +672,7 @@ async def _open_loop(
                 break
             if k >= warm and state.tx is None:
                 state.tx = perf_counter_ns()
-            task = asyncio.ensure_future(guarded(k, scheduled))
+            task = asyncio.ensure_future(one(k, scheduled))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
         if inflight:
@@ -359,13 +708,12 @@ def _worker_main(
     concurrency: int,
     start_at_ns: int,
     worker: int,
-) -> tuple[list[RequestRecord], list[float]]:
-    """Entry point of one worker process: its own event loop, its share of the slots.
+    event_loop: str,
+) -> LoadResult:
+    """Entry point of one worker process: its own event loop (of the parent's kind), its
+    share of the slots. Returns its records and figures."""
 
-    Returns the records and the loop-lag samples of this worker.
-    """
-
-    async def main() -> tuple[list[RequestRecord], list[float]]:
+    async def main() -> LoadResult:
         progress = Progress()
         stop = asyncio.Event()
         task = asyncio.ensure_future(
@@ -391,9 +739,9 @@ def _worker_main(
             last = now
             if _shared_stop is not None and _shared_stop.value:
                 stop.set()
-        return task.result(), progress.loop_lag_ms
+        return task.result()
 
-    return asyncio.run(main())
+    return eventloop.run(main(), event_loop)
 
 
 def split_indices(cfg: LoadConfig, workers: int) -> list[list[int]]:
@@ -409,6 +757,42 @@ def split_concurrency(concurrency: int, workers: int) -> list[int]:
     return [base + (1 if w < extra else 0) for w in range(workers)]
 
 
+def worker_configs(cfg: LoadConfig, workers: int) -> list[LoadConfig]:
+    """Each worker's settings: its share of the request rate and of ``--max-concurrency``
+    (so W workers together hold the cap, not W times it), and a seed of its own."""
+    rate = cfg.request_rate / workers if cfg.request_rate else cfg.request_rate
+    caps: list[int | None] = (
+        list(split_concurrency(cfg.max_concurrency, workers))
+        if cfg.max_concurrency
+        else [None] * workers
+    )
+    return [
+        replace(cfg, request_rate=rate, max_concurrency=caps[w], seed=cfg.seed + w)
+        for w in range(workers)
+    ]
+
+
+def merge_results(results: Sequence[LoadResult]) -> LoadResult:
+    """One result from the workers' results: records by send time, counts summed, the first
+    stop reason, the longest stall."""
+    records = sorted((r for part in results for r in part.records), key=lambda r: r.sent_ns)
+    unrecorded: Counter[str] = Counter()
+    for part in results:
+        unrecorded.update(part.unrecorded_errors)
+    stalls = [p.longest_stall for p in results if p.longest_stall is not None]
+    return LoadResult(
+        records=records,
+        unrecorded_errors=dict(unrecorded),
+        stop_reason=next((p.stop_reason for p in results if p.stop_reason), None),
+        retry_after_waits=sum(p.retry_after_waits for p in results),
+        retry_after_wait_s=sum(p.retry_after_wait_s for p in results),
+        spilled_requests=sum(p.spilled_requests for p in results),
+        longest_stall=max(stalls, key=lambda st: st.ms) if stalls else None,
+        loop_lag_ms=[x for p in results for x in p.loop_lag_ms],
+        event_loop=results[0].event_loop if results else "asyncio",
+    )
+
+
 async def run_load_workers(
     target: Target,
     bodies: Sequence[bytes],
@@ -416,17 +800,19 @@ async def run_load_workers(
     *,
     progress: Progress | None = None,
     stop: asyncio.Event | None = None,
-) -> list[RequestRecord]:
-    """Runs ``cfg.workers`` processes and merges their records (sorted by send time).
+) -> LoadResult:
+    """Runs ``cfg.workers`` processes and merges their results (records sorted by send time).
 
     Progress counters of all workers are summed into ``progress``; setting ``stop`` makes
-    every worker stop sending and return what completed.
+    every worker stop sending and return what it measured.
     """
     if cfg.request_count is None:
         raise ValueError("--workers > 1 needs --request-count: a duration bound is per process")
     workers = cfg.workers
     if cfg.mode == "concurrency":
         workers = max(1, min(workers, cfg.concurrency))
+    elif cfg.max_concurrency:
+        workers = max(1, min(workers, cfg.max_concurrency))
     progress = progress or Progress()
     stop = stop or asyncio.Event()
     ctx = mp.get_context("spawn")
@@ -434,11 +820,13 @@ async def run_load_workers(
     stop_flag = ctx.Value("b", 0, lock=False)
     # Workers need a moment to import; they all start at one instant of the shared clock.
     start_at = perf_counter_ns() + int(3e9)
-    conc = split_concurrency(cfg.concurrency, workers)
+    wcfgs = worker_configs(cfg, workers)
+    if cfg.mode == "concurrency":
+        conc = split_concurrency(cfg.concurrency, workers)
+    else:
+        conc = [c.max_concurrency or max(1, cfg.concurrency // workers) for c in wcfgs]
     idx = split_indices(cfg, workers)
-    wcfg = cfg
-    if cfg.mode == "request_rate" and cfg.request_rate:
-        wcfg = replace(cfg, request_rate=cfg.request_rate / workers, seed=cfg.seed)
+    kind = eventloop.running_loop_kind()
     loop = asyncio.get_running_loop()
     with ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_init_worker, initargs=(counters, stop_flag)
@@ -449,11 +837,12 @@ async def run_load_workers(
                 _worker_main,
                 target,
                 list(bodies),
-                wcfg if w == 0 else replace(wcfg, seed=wcfg.seed + w),
+                wcfgs[w],
                 idx[w],
                 conc[w],
                 start_at,
                 w,
+                kind,
             )
             for w in range(workers)
         ]
@@ -468,10 +857,8 @@ async def run_load_workers(
             if stop.is_set():
                 stop_flag.value = 1
         results = [f.result() for f in futs]
-    for _, lag in results:
-        progress.loop_lag_ms.extend(lag)
-    merged = [r for part, _ in results for r in part]
-    merged.sort(key=lambda r: r.sent_ns)
+    merged = merge_results(results)
+    progress.loop_lag_ms.extend(merged.loop_lag_ms)
     return merged
 
 

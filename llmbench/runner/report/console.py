@@ -73,8 +73,14 @@ def notes(summary: PointResult) -> list[str]:
             f"request rate: target {target} /s, achieved {shown} /s; "
             f"dispatch lag p99 {lag.p99:.2f} ms, max {lag.max:.2f} ms"
         )
-    for warning in summary.client.warnings if summary.client is not None else []:
+    client = summary.client
+    for warning in client.warnings if client is not None else []:
         out.append(f"[yellow]{warning}[/yellow]")
+    if client is not None and client.retry_after_waits:
+        out.append(
+            f"[yellow]the target asked to wait (Retry-After) {client.retry_after_waits} times: "
+            f"slots held back {client.retry_after_wait_s or 0:.1f} s in total[/yellow]"
+        )
     tele = summary.telemetry
     if tele is not None:
         for warning in tele.warnings:
@@ -90,7 +96,13 @@ def notes(summary: PointResult) -> list[str]:
                     f"ITL mean {itl:.2f} ms"
                 )
     if summary.interrupted:
-        out.append("[yellow]interrupted: results cover the requests completed so far[/yellow]")
+        cut = errors.by_type.get("interrupted")
+        flight = f"; {cut.count} requests in flight recorded as interrupted" if cut else ""
+        out.append(
+            f"[yellow]interrupted: results cover the requests completed so far{flight}[/yellow]"
+        )
+    if summary.stop_reason:
+        out.append(f"[red]ended early: {summary.stop_reason}[/red]")
     return out
 
 
