@@ -35,7 +35,11 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError, computed_field, model_validator
 
 __all__ = [
+    "GENAI_PERF_METRICS",
     "GPU_SUMMARY_COLUMNS",
+    "OURS",
+    "OUR_FIELDS",
+    "TELEMETRY_STATS",
     "ClientHealth",
     "CostSummary",
     "Count",
@@ -47,9 +51,12 @@ __all__ = [
     "Gauge",
     "Goodput",
     "GpuFilterSettings",
+    "GpuRow",
     "GpuSeries",
     "GpuTelemetry",
     "KneeSummary",
+    "LoopStall",
+    "MeasurementWindow",
     "PointMetrics",
     "PointResult",
     "ResultFileError",
@@ -59,6 +66,7 @@ __all__ = [
     "ServerTelemetry",
     "SloVerdict",
     "Spread",
+    "Stability",
     "Stat",
     "SweepAnalysis",
     "SweepPoint",
@@ -86,6 +94,12 @@ class ResultModel(BaseModel):
         """The JSON text, formatted by :func:`json.dumps` as the artefacts always were."""
         return json.dumps(self.to_dict(), indent=indent)
 
+    @classmethod
+    def file_location(cls, loc: tuple[int | str, ...]) -> str:
+        """Where the field at ``loc`` sits in the file, for error messages (the field path;
+        a model whose file nests fields differently says so)."""
+        return ".".join(str(p) for p in loc)
+
 
 class ResultFileError(ValueError):
     """A result file that is missing, not JSON, or not the model; the message names the file
@@ -112,7 +126,7 @@ def validate_result(cls: type[M], data: Any, source: str) -> M:
         return cls.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"
+            f"{cls.file_location(tuple(e['loc'])) or '(top level)'}: {e['msg']}"
             for e in exc.errors()[:5]
         )
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
@@ -125,13 +139,11 @@ def validate_result(cls: type[M], data: Any, source: str) -> M:
 
 
 class Stat(ResultModel):
-    """GenAI-Perf's statistics of one per-request metric; ``unit`` is absent for internal
-    figures (dispatch and event-loop lag)."""
+    """GenAI-Perf's statistics of one per-request metric, in its key order; ``unit`` is absent
+    for internal figures (dispatch and event-loop lag)."""
 
     unit: str | None = None
     avg: float
-    min: float
-    max: float
     p1: float
     p5: float
     p10: float
@@ -141,6 +153,8 @@ class Stat(ResultModel):
     p90: float
     p95: float
     p99: float
+    min: float
+    max: float
     std: float
 
 
@@ -166,10 +180,16 @@ class Goodput(Figure):
 
 
 class ErrorKind(ResultModel):
-    """How often one error type happened and one sample message."""
+    """How often one error type happened and one sample message.
+
+    ``unrecorded``: how many of ``count`` have no per-request record (beyond the records kept
+    per type), so a dead or failing target cannot fill memory and disk while the count stays
+    exact.
+    """
 
     count: int
     sample: str
+    unrecorded: int | None = None
 
 
 class Errors(ResultModel):
@@ -204,37 +224,117 @@ class Window(ResultModel):
     measured_requests: int
     completed_requests: int
     warmup_requests: int
+    #: epoch ns - perf_counter ns, taken once when the point started: ``start_ns + offset`` is
+    #: the wall-clock time ``profile_export.json`` shows (an optional key).
+    epoch_offset_ns: int | None = None
+
+
+class MeasurementWindow(ResultModel):
+    """One window of a ``--measurement-interval`` run: the requests sent and completed inside
+    it (perf_analyzer's rule), their rate and mean latency (``None`` when none completed)."""
+
+    start_ns: int
+    end_ns: int
+    completed_requests: int
+    request_throughput: float
+    avg_request_latency_ms: float | None
+
+
+class Stability(ResultModel):
+    """``--measurement-interval`` / ``--stability-percentage``: the windows measured, in order,
+    and whether the last three agreed (max / min of both their request throughput and their
+    mean latency within ``1 + stability_percentage / 100``). The point's statistics are those
+    of the requests in the last three windows (all windows when fewer ran); the others are
+    recorded like warm-up requests."""
+
+    measurement_interval_ms: float
+    stability_percentage: float
+    max_windows: int
+    stable: bool
+    windows: list[MeasurementWindow]
+    reported_windows: int
+    throughput_spread_pct: float | None = None
+    latency_spread_pct: float | None = None
+
+
+class LoopStall(ResultModel):
+    """The longest event-loop stall: while it lasted no read was stamped, so the requests in
+    flight across it (``overlapped_requests``, marked ``loop_stall_ms`` in their records) have
+    timestamps late by up to ``ms``. ``at_s`` is its start, in seconds after the first send;
+    ``cpu_ms`` the CPU the loop's thread used across it (near ``ms``: the runner was busy;
+    far below: the process was not scheduled)."""
+
+    ms: float
+    at_s: float | None
+    worker: int
+    overlapped_requests: int
+    cpu_ms: float | None = None
 
 
 class ClientHealth(ResultModel):
-    """How busy the measuring event loop was; warnings when its stamps may run late."""
+    """How busy the measuring event loop was; warnings when its stamps may run late.
+
+    Optional: ``event_loop`` (``uvloop`` or ``asyncio``), ``longest_stall``,
+    ``retry_after_waits`` and ``retry_after_wait_s`` (slot-seconds held back by the target's
+    ``Retry-After``), ``spilled_requests`` (responses parked in a file, undecoded, because the
+    memory budget was spent).
+    """
 
     workers: int
     loop_lag_ms: Stat | None
     warnings: list[str]
+    event_loop: str | None = None
+    longest_stall: LoopStall | None = None
+    retry_after_waits: int | None = None
+    retry_after_wait_s: float | None = None
+    spilled_requests: int | None = None
 
 
 # --- telemetry section ---------------------------------------------------------------------------
 
-#: Columns of GenAI-Perf's GPU table (table 2 of ``analyze_export_genai_perf.csv``).
+#: Columns of GenAI-Perf's GPU table (table 2 of ``analyze_export_genai_perf.csv``, after its
+#: ``Config Name``), in GenAI-Perf 0.0.16's order and spelling.
 GPU_SUMMARY_COLUMNS = (
     "GPU",
-    "UUID",
     "p99 GPU Power Usage (W)",
-    "GPU Energy Consumption (MJ)",
+    "p99 GPU Energy Consumption (MJ)",
     "p99 GPU Utilization (%)",
     "p99 GPU Memory Used (GB)",
+    "Avg. GPU Power Limit (W)",
+    "Avg. GPU Total Memory (GB)",
 )
+
+#: The statistics of one GPU metric in GenAI-Perf's ``telemetry_stats``, in its key order.
+TELEMETRY_STATS = ("avg", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "min",
+                   "max", "std")
 
 
 class Gauge(ResultModel):
-    """avg/p99/min/max of one scraped gauge over the window and the samples behind them."""
+    """avg/p99/min/max of one scraped gauge over the window and the samples behind them; the
+    other percentiles and the std (optional keys) fill GenAI-Perf's ``telemetry_stats``."""
 
     avg: float | None
     p99: float | None
     min: float | None
     max: float | None
     n: int
+    p1: float | None = None
+    p5: float | None = None
+    p10: float | None = None
+    p25: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    std: float | None = None
+
+    def genai_perf_stats(self) -> dict[str, float]:
+        """``{avg, p1 … p99, min, max, std}`` as GenAI-Perf writes one GPU's metric; only the
+        statistics that were computed (none without samples)."""
+        if not self.n:
+            return {}
+        values = {k: getattr(self, k) for k in TELEMETRY_STATS}
+        return {k: float(v) for k, v in values.items() if v is not None}
 
 
 class GpuSeries(ResultModel):
@@ -275,21 +375,29 @@ class GpuTelemetry(ResultModel):
     stale: bool
     series: GpuSeries
 
-    def summary_row(self) -> dict[str, str | float | None]:
-        """This GPU's row of GenAI-Perf's GPU table, keyed by :data:`GPU_SUMMARY_COLUMNS`.
+    def summary_row(self, name: str | None = None) -> dict[str, str | float | None]:
+        """This GPU's row of GenAI-Perf's GPU table, keyed by :data:`GPU_SUMMARY_COLUMNS`
+        (``name``: the GPU column, GenAI-Perf's ``gpu<index>`` by default).
 
-        The one builder of that row, for the per-point and the sweep CSV alike; values stay
-        numbers (``None`` when absent) so the formatter decides how ``N/A`` reads.
+        The one builder of that row, for the console and the sweep CSV alike; values stay
+        numbers (``None`` when absent) so the formatter decides how ``N/A`` reads. Energy is
+        the energy used over the measurement window (the counter's increase), where GenAI-Perf
+        puts the p99 of the counter's raw readings (energy since the driver loaded).
         """
         values = (
-            self.gpu_id,
-            self.uuid,
+            name if name is not None else self.genai_perf_name(),
             self.power_w.p99,
             self.energy_mj,
             self.utilization_pct.p99,
             self.memory_used_gb.p99,
+            self.power_limit_w,
+            self.memory_total_gb,
         )
         return dict(zip(GPU_SUMMARY_COLUMNS, values, strict=True))
+
+    def genai_perf_name(self) -> str:
+        """``gpu<index>`` as GenAI-Perf names a GPU (our ``gpu_id`` when there is no index)."""
+        return f"gpu{self.index}" if self.index is not None else self.gpu_id
 
 
 class ServerSeries(ResultModel):
@@ -364,31 +472,128 @@ class TelemetrySummary(ResultModel):
     validity: list[ValiditySignal]
     efficiency: Efficiency | None = None
 
+    def gpu_names(self) -> dict[str, str]:
+        """``gpu_id`` -> the GPU's name in GenAI-Perf's tables and ``telemetry_stats``
+        (``gpu0``, ``gpu1``, …); GPUs of several hosts sharing an index keep our ``gpu_id``."""
+        names = {k: g.genai_perf_name() for k, g in self.gpus.items()}
+        if len(set(names.values())) < len(names):
+            return {k: g.gpu_id for k, g in self.gpus.items()}
+        return names
+
     def gpu_rows(self) -> list[dict[str, str | float | None]]:
         """GenAI-Perf's GPU table, one row per kept GPU (none without DCGM telemetry)."""
-        return [g.summary_row() for g in self.gpus.values()]
+        names = self.gpu_names()
+        return [g.summary_row(names[k]) for k, g in self.gpus.items()]
+
+    def genai_perf_stats(self) -> dict[str, dict[str, Any]]:
+        """GenAI-Perf's ``telemetry_stats``: per metric ``{unit, gpu0: {avg, p1 … p99, min,
+        max, std}, …}`` (``gpu_power_limit`` and ``total_gpu_memory``: ``avg`` only), metrics
+        without any GPU's data left out, as GenAI-Perf leaves them out.
+
+        ``energy_consumption`` is the energy used over the window (every statistic the same,
+        std 0), not GenAI-Perf's statistics of the counter's raw readings.
+        """
+        names = self.gpu_names()
+
+        def constant(v: float | None) -> dict[str, float]:
+            return {} if v is None else {"avg": float(v)}
+
+        def energy(g: GpuTelemetry) -> dict[str, float]:
+            if g.energy_mj is None:
+                return {}
+            return {k: (0.0 if k == "std" else float(g.energy_mj)) for k in TELEMETRY_STATS}
+
+        per_metric: list[tuple[str, str, Any]] = [
+            ("gpu_power_usage", "W", lambda g: g.power_w.genai_perf_stats()),
+            ("gpu_power_limit", "W", lambda g: constant(g.power_limit_w)),
+            ("energy_consumption", "MJ", energy),
+            ("total_gpu_memory", "GB", lambda g: constant(g.memory_total_gb)),
+            ("gpu_memory_used", "GB", lambda g: g.memory_used_gb.genai_perf_stats()),
+            ("gpu_utilization", "%", lambda g: g.utilization_pct.genai_perf_stats()),
+        ]
+        out: dict[str, dict[str, Any]] = {}
+        for metric, unit, stats_of in per_metric:
+            doc: dict[str, Any] = {"unit": unit}
+            for key, gpu in self.gpus.items():
+                stats = stats_of(gpu)
+                if stats:
+                    doc[names[key]] = stats
+            if len(doc) > 1:
+                out[metric] = doc
+        return out
 
 
 # --- the point ----------------------------------------------------------------------------------
 
 
+#: The one top-level key of ``profile_export_genai_perf.json`` that is ours, not GenAI-Perf's.
+OURS = "llmbench"
+
+#: GenAI-Perf's metric keys in the order its JSON lists them (a metric without data is absent).
+GENAI_PERF_METRICS = (
+    "request_throughput",
+    "request_latency",
+    "request_goodput",
+    "request_count",
+    "time_to_first_token",
+    "time_to_second_token",
+    "inter_token_latency",
+    "output_token_throughput",
+    "output_token_throughput_per_user",
+    "output_sequence_length",
+    "input_sequence_length",
+)
+
+#: PointResult fields with a place of their own in GenAI-Perf's layout; every other field is
+#: written under :data:`OURS`, in field order (``goodput``'s SLO and count go there too, as
+#: ``goodput``; its rate is GenAI-Perf's ``request_goodput``).
+_GENAI_PERF_FIELDS = frozenset({*GENAI_PERF_METRICS, "goodput", "genai_perf_config"})
+
+#: PointResult fields written under :data:`OURS` (when set), in this order.
+OUR_FIELDS = (
+    "inter_chunk_gap",
+    "errors",
+    "token_counts",
+    "dispatch",
+    "window",
+    "interrupted",
+    "stop_reason",
+    "client",
+    "input_config",
+    "telemetry",
+    "stability",
+)
+
+
 class PointResult(ResultModel):
     """Everything one load point measured: ``profile_export_genai_perf.json``.
 
-    GenAI-Perf's keys and stat names first, then ours. Distribution metrics are ``None`` when
-    nothing was measured (TTFT of a non-streaming run). Optional keys: ``goodput`` (with SLOs),
-    ``inter_chunk_gap`` (streaming runs), ``dispatch`` (open loop), ``client`` and
-    ``input_config`` (set by the profile runner), ``telemetry`` (when scraped).
+    The file is GenAI-Perf's: its metric keys with its stat names (a metric without data is
+    absent, never ``null``), ``request_goodput``, ``telemetry_stats`` (derived from
+    ``telemetry``), ``input_config`` in GenAI-Perf's nested schema (:attr:`genai_perf_config`),
+    and everything of ours under the one key :data:`OURS` (``"llmbench"``): the goodput SLOs
+    and count, inter-chunk gaps, errors, token provenance, dispatch, window, client health, our
+    own settings (:attr:`input_config`) and the telemetry with its validity signals. So a loop
+    over the metric dicts meets only ``{unit, avg, …}`` dicts, ``telemetry_stats``,
+    ``input_config`` and ``llmbench``.
+
+    In Python the fields stay flat (``summary.errors``, ``summary.goodput.slo``), so the
+    readers do not care where the file keeps them. Files written before this layout (all keys
+    at the top, ``goodput``) still read.
+
+    Optional keys: ``goodput`` (with SLOs), ``inter_chunk_gap`` (streaming runs), ``dispatch``
+    (open loop), ``client``, ``input_config`` and ``genai_perf_config`` (set by the profile
+    runner), ``telemetry`` (when scraped).
     """
 
     request_throughput: Figure
-    request_latency: Stat | None
-    time_to_first_token: Stat | None
-    time_to_second_token: Stat | None
-    inter_token_latency: Stat | None
-    output_token_throughput_per_user: Stat | None
-    output_sequence_length: Stat | None
-    input_sequence_length: Stat | None
+    request_latency: Stat | None = None
+    time_to_first_token: Stat | None = None
+    time_to_second_token: Stat | None = None
+    inter_token_latency: Stat | None = None
+    output_token_throughput_per_user: Stat | None = None
+    output_sequence_length: Stat | None = None
+    input_sequence_length: Stat | None = None
     output_token_throughput: Figure
     request_count: Count
     goodput: Goodput | None = None
@@ -398,11 +603,82 @@ class PointResult(ResultModel):
     dispatch: Dispatch | None = None
     window: Window
     interrupted: bool = False
+    #: why the point ended before its budget, e.g. ``target unreachable since T: <error>``;
+    #: such a point failed even though the records it measured are kept.
+    stop_reason: str | None = None
     client: ClientHealth | None = None
-    #: the point's arguments as run (never the API key); their shape is the runner's settings,
-    #: like GenAI-Perf's own ``input_config``, so they stay a mapping.
+    #: the point's arguments as run (never the API key), in our settings' shape: they stay a
+    #: mapping. Written as ``llmbench.input_config``.
     input_config: dict[str, Any] | None = None
+    #: the same arguments in GenAI-Perf's nested ``input_config`` schema (``model_names``,
+    #: ``endpoint``, ``perf_analyzer``, ``input``, ``output``, ``tokenizer``, …), so its
+    #: ``process-export-files`` reads them. Written as the top-level ``input_config``.
+    genai_perf_config: dict[str, Any] | None = None
     telemetry: TelemetrySummary | None = None
+    #: ``--measurement-interval`` runs: the windows and whether they agreed.
+    stability: Stability | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_file(cls, data: Any) -> Any:
+        """The file's layout to the flat fields (a legacy file or keyword arguments pass)."""
+        if not isinstance(data, dict) or OURS not in data or not isinstance(data[OURS], dict):
+            return data
+        flat = {k: v for k, v in data.items() if k not in (OURS, "telemetry_stats")}
+        if "input_config" in flat:
+            flat["genai_perf_config"] = flat.pop("input_config")
+        ours = dict(data[OURS])
+        rate, detail = flat.pop("request_goodput", None), ours.pop("goodput", None)
+        if rate is not None or detail is not None:
+            both = [d for d in (rate, detail) if isinstance(d, dict)]
+            flat["goodput"] = {k: v for d in both for k, v in d.items()} if both else rate
+        fields = cls.model_fields
+        for key, value in ours.items():
+            # a key of ours that is no field (or clashes with a top-level one) stays named as
+            # in the file, so the error says where it is
+            ok = key in fields and key not in _GENAI_PERF_FIELDS and key not in flat
+            flat[key if ok else f"{OURS}.{key}"] = value
+        return flat
+
+    def to_dict(self) -> dict[str, Any]:
+        """The file's layout (see the class): GenAI-Perf's keys, then :data:`OURS`."""
+        flat = super().to_dict()
+        doc: dict[str, Any] = {}
+        for key in GENAI_PERF_METRICS:
+            if key == "request_goodput":
+                if self.goodput is not None:
+                    doc[key] = {"unit": self.goodput.unit, "avg": self.goodput.avg}
+            elif flat.get(key) is not None:
+                doc[key] = flat[key]
+        stats = self.telemetry.genai_perf_stats() if self.telemetry is not None else {}
+        if stats:
+            doc["telemetry_stats"] = stats
+        if self.genai_perf_config is not None:
+            doc["input_config"] = flat["genai_perf_config"]
+        ours: dict[str, Any] = {}
+        if self.goodput is not None:
+            ours["goodput"] = {"slo": flat["goodput"]["slo"],
+                               "good_requests": flat["goodput"]["good_requests"]}
+        ours.update((k, v) for k, v in flat.items() if k not in _GENAI_PERF_FIELDS)
+        doc[OURS] = ours
+        return doc
+
+    @classmethod
+    def file_location(cls, loc: tuple[int | str, ...]) -> str:
+        """Where a field's value sits in the file, for error messages."""
+        path = ".".join(str(p) for p in loc)
+        if not loc:
+            return path
+        head = loc[0]
+        if head == "genai_perf_config":
+            return "input_config" + path[len("genai_perf_config"):]
+        if head in cls.model_fields and head not in _GENAI_PERF_FIELDS:
+            return f"{OURS}.{path}"
+        if head == "goodput" and len(loc) > 1 and loc[1] in ("slo", "good_requests"):
+            return f"{OURS}.{path}"
+        if head == "goodput":
+            return "request_goodput" + path[len("goodput"):]
+        return path
 
     def stat(self, name: str) -> Stat | None:
         """The distribution metric ``name`` (e.g. ``time_to_first_token``), for tables that walk
@@ -424,7 +700,10 @@ class PointResult(ResultModel):
         return value.avg
 
     def failure_reason(self) -> str | None:
-        """Why the point produced nothing, from its error counts; None if something completed."""
+        """Why the point failed: the reason it ended early, or (when nothing completed) its
+        error counts; None for a point that measured what it was asked to."""
+        if self.stop_reason:
+            return self.stop_reason
         if self.window.completed_requests:
             return None
         if not self.errors.by_type:
@@ -516,13 +795,43 @@ class Spread(ResultModel):
         return self.spread_pct / 100
 
 
+class GpuRow(ResultModel):
+    """One GPU's row of GenAI-Perf's GPU table for one run (``None``: not measured).
+
+    Kept in the sweep's analysis so ``analyze_export_genai_perf.csv`` (and the operator's
+    ``status.summaryCSV``) is built from the analysis alone.
+    """
+
+    gpu: str
+    power_p99_w: float | None
+    energy_mj: float | None
+    utilization_p99_pct: float | None
+    memory_used_p99_gb: float | None
+    power_limit_w: float | None
+    memory_total_gb: float | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, str | float | None]) -> GpuRow:
+        """From a :meth:`TelemetrySummary.gpu_rows` row."""
+        values = [row.get(c) for c in GPU_SUMMARY_COLUMNS]
+        fields = list(cls.model_fields)
+        return cls.model_validate(dict(zip(fields, [str(values[0]), *values[1:]], strict=True)))
+
+    def row(self) -> dict[str, str | float | None]:
+        """Keyed by :data:`GPU_SUMMARY_COLUMNS`, as :meth:`TelemetrySummary.gpu_rows`."""
+        values = [getattr(self, f) for f in type(self).model_fields]
+        return dict(zip(GPU_SUMMARY_COLUMNS, values, strict=True))
+
+
 class RunInfo(ResultModel):
-    """One run (repetition) of a point: its folder, status and why it failed."""
+    """One run (repetition) of a point: its folder, status, why it failed and (an optional
+    key, with GPU telemetry) its rows of GenAI-Perf's GPU table."""
 
     name: str
     status: str
     reason: str | None
     resumed: bool
+    gpus: list[GpuRow] | None = None
 
 
 class SweepPoint(ResultModel):
@@ -543,6 +852,10 @@ class SweepPoint(ResultModel):
     achieved_request_rate: float | None
     meets_slo: bool | None = None
     violations: list[str] | None = None
+    #: measured p99 input / output sequence length (mean over repetitions): GenAI-Perf's
+    #: ``ISL`` and ``p99 Output Sequence Length (tokens)`` columns (optional keys).
+    isl_p99: float | None = None
+    osl_p99: float | None = None
 
 
 class KneeSummary(ResultModel):

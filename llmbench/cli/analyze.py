@@ -133,6 +133,11 @@ def spec_from_args(args: argparse.Namespace) -> Spec:
     Raises ValueError naming the flag.
     """
     sweep_type = args.sweep_type
+    if sweep_type in ("batch_size", "num_dataset_entries"):
+        raise ValueError(
+            f"--sweep-type {sweep_type}: this GenAI-Perf sweep is not supported by llmbench; "
+            f"it sweeps {', '.join(SWEEP_TYPES)}"
+        )
     if sweep_type not in SWEEP_TYPES:
         raise ValueError(f"--sweep-type {sweep_type!r}: expected one of {', '.join(SWEEP_TYPES)}")
     if args.sweep_range is not None and args.sweep_list is not None:
@@ -218,6 +223,10 @@ _SHORT = {
     "Concurrency": "conc",
     "ISL": "ISL",
     "Request Rate (req/s)": "rate\n/s",
+    "Request Rate": "rate\n/s",
+    "Num Dataset Entries": "prompts",
+    "p99 Output Sequence Length (tokens)": "OSL p99\ntokens",
+    "Knee": "knee",
     "Achieved Rate (req/s)": "achieved\n/s",
     "OSL": "OSL",
     "Meets SLO": "SLO",
@@ -338,6 +347,7 @@ async def _main(
 
 def run(args: argparse.Namespace) -> int:
     """The ``analyze`` subcommand (see the module docstring for exit codes)."""
+    from llmbench.runner.client import eventloop
     from llmbench.runner.point.config import point_config
     from llmbench.runner.point.profile import ProfileError, preflight
     from llmbench.runner.report.console import stderr_console
@@ -347,6 +357,13 @@ def run(args: argparse.Namespace) -> int:
     name = None
     options: dict[str, Any] = {}
     try:
+        for note in profile_cli.check_genai_perf_flags(args):
+            print(f"{prog}: note: {note}", file=sys.stderr)
+        if args.profile_export_file is not None:
+            raise ValueError(
+                "--profile-export-file: applies to llmbench profile; analyze keeps GenAI-Perf's "
+                "default file names in each point folder (the sweep reads them back)"
+            )
         api_key = read_api_key(args)
         headers = parse_headers(args.header)
         if args.file is not None:
@@ -359,10 +376,11 @@ def run(args: argparse.Namespace) -> int:
                 )
         else:
             spec = spec_from_args(args)
-            collector = telemetry_flags.collector_from_args(args, args.url)
+            collector = telemetry_flags.collector_from_args(args, spec.target.base_url())
         if collector is not None:
             options["telemetry"] = collector
         cfg0 = point_config(spec, spec.points()[0], api_key=api_key, headers=headers)
+        eventloop.loop_factory(args.event_loop)
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
@@ -375,11 +393,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             model = cfg0.model
         run_dir = _run_dir(args, spec, model, name)
-        result = asyncio.run(
+        result = eventloop.run(
             _main(
                 spec, run_dir, model, args.restart, api_key, headers, console, args.preflight,
                 options,
-            )
+            ),
+            args.event_loop,
         )
     except ProfileError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from llmbench.runner.point.metrics import SLO_KEYS
 
 __all__ = [
+    "GOODPUT_NAMES",
     "SLO_KEYS",
     "non_negative_int",
+    "normalize_endpoint",
+    "normalize_url",
+    "parse_extra_inputs",
     "parse_headers",
     "parse_limits",
     "parse_slo",
@@ -90,9 +96,130 @@ def parse_limits(
     return out
 
 
+#: GenAI-Perf's ``--goodput`` names → ours (``-g request_latency:300`` is ``e2e:300``).
+GOODPUT_NAMES = {
+    "time_to_first_token": "ttft",
+    "inter_token_latency": "itl",
+    "request_latency": "e2e",
+    "time_to_second_token": "ttst",
+    "output_token_throughput_per_user": "otpu",
+}
+
+
 def parse_slo(items: Sequence[str], flag: str = "--goodput") -> dict[str, float]:
-    """``ttft:300 itl:20 e2e:5000`` → {"ttft": 300.0, ...}: per-request limits in ms."""
-    return parse_limits(items, flag, SLO_KEYS, "a number of milliseconds")
+    """``ttft:300 itl:20 e2e:5000`` → {"ttft": 300.0, ...}: per-request limits.
+
+    GenAI-Perf's names are accepted too (``time_to_first_token:300``,
+    ``output_token_throughput_per_user:600``); both spell the same limit. Latencies are in
+    milliseconds; ``otpu`` (output tokens per second per request, 1000 / ITL ms) is a floor.
+    """
+    keys = (*SLO_KEYS, *GOODPUT_NAMES)
+    parsed = parse_limits(items, flag, keys, "a number")
+    out: dict[str, float] = {}
+    for key, value in parsed.items():
+        ours = GOODPUT_NAMES.get(key, key)
+        if ours in out:
+            raise ValueError(f"{flag}: {key} repeats a limit already given for {ours}")
+        out[ours] = value
+    return out
+
+
+def _typed(value: str) -> bool | int | float | str:
+    """A ``key:value`` value typed as GenAI-Perf types it.
+
+    ``true``/``false`` (any case) → bool; only digits → int; one ``.`` with digits around it
+    → float; anything else stays a string (so ``-1`` and ``1e-3`` are strings, as in
+    GenAI-Perf: give them in the JSON form to send numbers).
+    """
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if value.isdigit():
+        return int(value)
+    if value.count(".") == 1 and value != "." and value.replace(".", "").isdigit():
+        return float(value)
+    return value
+
+
+def parse_extra_inputs(items: Sequence[str]) -> dict[str, Any]:
+    """``--extra-inputs`` items, parsed exactly as GenAI-Perf 0.0.16 parses them.
+
+    Three forms, merged in order into one mapping sent with every request:
+
+    * a JSON object, ``'{"ignore_eos": true, "temperature": 0}'`` (starts with ``{`` and ends
+      with ``}``): merged as is, a later key overriding an earlier one;
+    * ``name:value`` with exactly one ``:``: the value typed by :func:`_typed`
+      (``ignore_eos:true`` → ``True``, ``max_tokens:256`` → ``256``, ``temperature:0.7`` →
+      ``0.7``); a name already given (in any form) is an error, as in GenAI-Perf;
+    * a bare ``name`` (no ``:``): sent as ``"name": null``, GenAI-Perf's "input as a flag".
+
+    Anything else (an empty name or value, two ``:``, a JSON object that does not parse or is
+    not an object) is a ValueError naming ``--extra-inputs``.
+
+    Example::
+
+        parse_extra_inputs(["ignore_eos:true", '{"stop": ["END"], "seed": -1}', "echo"])
+        # -> {"ignore_eos": True, "stop": ["END"], "seed": -1, "echo": None}
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        if item.startswith("{") and item.endswith("}"):
+            try:
+                obj = json.loads(item)
+            except json.JSONDecodeError as exc:
+                raise ValueError(
+                    f"--extra-inputs {item!r}: not valid JSON ({exc.msg} at column {exc.colno})"
+                ) from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"--extra-inputs {item!r}: expected a JSON object")
+            out.update(obj)
+            continue
+        colons = item.count(":")
+        if colons == 0:
+            if not item.strip():
+                raise ValueError("--extra-inputs '': expected NAME, NAME:VALUE or a JSON object")
+            out[item] = None
+            continue
+        if colons > 1:
+            raise ValueError(
+                f"--extra-inputs {item!r}: expected NAME:VALUE with one ':' (GenAI-Perf's "
+                f"form); for a value containing ':' pass a JSON object, e.g. "
+                f"'{{\"name\": \"a:b\"}}'"
+            )
+        name, value = item.split(":", 1)
+        if not name or not value:
+            raise ValueError(
+                f"--extra-inputs {item!r}: the name or the value is empty; expected NAME, "
+                "NAME:VALUE or a JSON object"
+            )
+        if name in out:
+            raise ValueError(f"--extra-inputs {item!r}: {name} is already given")
+        out[name] = _typed(value)
+    return out
+
+
+def normalize_endpoint(path: str | None) -> str | None:
+    """``--endpoint`` in GenAI-Perf's form (``v1/chat/completions``) or ours (with ``/``).
+
+    GenAI-Perf joins the URL and the endpoint with a ``/``, so both spellings name the same
+    path; the spec stores it with its leading ``/``.
+    """
+    if path is None:
+        return None
+    stripped = path.strip()
+    if not stripped:
+        raise ValueError("--endpoint: empty; give a path such as v1/chat/completions")
+    if "://" in stripped:
+        raise ValueError(
+            f"--endpoint {path!r}: a path such as v1/chat/completions, not a URL "
+            "(the server goes in -u/--url)"
+        )
+    return "/" + stripped.lstrip("/")
+
+
+def normalize_url(url: str) -> str:
+    """``-u localhost:8000`` (GenAI-Perf's form, no scheme) means ``http://localhost:8000``."""
+    u = url.strip()
+    return u if "://" in u else f"http://{u}"
 
 
 def parse_headers(items: Sequence[str]) -> dict[str, str]:

@@ -18,6 +18,9 @@ from llmbench.api import Spec, SpecError
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import (
     non_negative_int,
+    normalize_endpoint,
+    normalize_url,
+    parse_extra_inputs,
     parse_headers,
     parse_slo,
     positive_float,
@@ -25,7 +28,15 @@ from llmbench.cli.flags import (
     read_api_key,
 )
 
-__all__ = ["SPEC_FLAGS", "add_arguments", "flag_error", "run", "spec_from_flags"]
+__all__ = [
+    "SPEC_FLAGS",
+    "UNSUPPORTED_FLAGS",
+    "add_arguments",
+    "check_genai_perf_flags",
+    "flag_error",
+    "run",
+    "spec_from_flags",
+]
 
 #: argparse destination → (spec field path in camelCase, flag as the user types it).
 SPEC_FLAGS: dict[str, tuple[str, str]] = {
@@ -42,8 +53,15 @@ SPEC_FLAGS: dict[str, tuple[str, str]] = {
     "request_count": ("load.requestCount", "--request-count"),
     "measurement_duration": ("load.measurementDurationSeconds", "--measurement-duration"),
     "warmup_request_count": ("load.warmupRequestCount", "--warmup-request-count"),
+    "measurement_interval": ("load.measurementIntervalMs", "--measurement-interval/-p"),
+    "fixed_schedule": ("load.fixedSchedule", "--fixed-schedule"),
+    "stability_percentage": ("load.stabilityPercentage", "--stability-percentage/-s"),
     "workers": ("load.workers", "--workers"),
     "random_seed": ("workload.seed", "--random-seed"),
+    "models": ("workload.models", "-m/--model"),
+    "model_selection_strategy": (
+        "workload.modelSelectionStrategy", "--model-selection-strategy"
+    ),
     "synthetic_input_tokens_mean": ("workload.inputTokens.mean", "--synthetic-input-tokens-mean"),
     "synthetic_input_tokens_stddev": (
         "workload.inputTokens.stddev", "--synthetic-input-tokens-stddev"
@@ -55,22 +73,180 @@ SPEC_FLAGS: dict[str, tuple[str, str]] = {
     ),
     "extra_inputs": ("workload.extraInputs", "--extra-inputs"),
     "input_file": ("workload.inputFile", "--input-file"),
-    "num_prompts": ("workload.numPrompts", "--num-prompts"),
+    "num_prompts": ("workload.numPrompts", "--num-dataset-entries/--num-prompts"),
+    "num_prefix_prompts": ("workload.numPrefixPrompts", "--num-prefix-prompts"),
+    "prefix_prompt_length": ("workload.prefixPromptLength", "--prefix-prompt-length"),
     "tokenizer": ("workload.tokenizer", "--tokenizer"),
+    "tokenizer_revision": ("workload.tokenizerRevision", "--tokenizer-revision"),
     "goodput": ("slo", "--goodput"),
 }
 
 #: ``--goodput`` keys → the Slo fields that hold them.
-_GOODPUT_FIELDS = {"ttft": "ttftP99Ms", "itl": "itlP99Ms", "e2e": "e2eP99Ms"}
+_GOODPUT_FIELDS = {
+    "ttft": "ttftP99Ms",
+    "itl": "itlP99Ms",
+    "e2e": "e2eP99Ms",
+    "ttst": "ttstP99Ms",
+    "otpu": "minOutputTokenThroughputPerUser",
+}
+
+#: GenAI-Perf endpoint types that are not OpenAI chat/completions/embeddings → why not.
+_OTHER_ENDPOINT_TYPES = {
+    "kserve": "Triton's KServe gRPC protocol",
+    "template": "Triton's KServe gRPC protocol with a payload template",
+    "tensorrtllm_engine": "an in-process TensorRT-LLM engine",
+    "dynamic_grpc": "a gRPC service",
+    "generate": "Triton's native HTTP generate API",
+    "huggingface_generate": "TGI's native generate API",
+    "rankings": "reranking models",
+    "image_retrieval": "image inputs",
+    "nvclip": "image inputs",
+    "multimodal": "image and audio inputs",
+    "vision": "image inputs",
+}
+
+#: GenAI-Perf flags llmbench does not implement → what they are for. Each is a usage error
+#: that says so (never argparse's bare "unrecognized arguments"); a flag that some other part
+#: of llmbench registers is skipped here, so implementing one needs no change to this table.
+UNSUPPORTED_FLAGS: dict[tuple[str, ...], str] = {
+    ("--audio-length-mean",): "audio inputs",
+    ("--audio-length-stddev",): "audio inputs",
+    ("--audio-format",): "audio inputs",
+    ("--audio-depths",): "audio inputs",
+    ("--audio-sample-rates",): "audio inputs",
+    ("--audio-num-channels",): "audio inputs",
+    ("--batch-size-audio",): "audio inputs",
+    ("--image-width-mean",): "image inputs",
+    ("--image-width-stddev",): "image inputs",
+    ("--image-height-mean",): "image inputs",
+    ("--image-height-stddev",): "image inputs",
+    ("--image-format",): "image inputs",
+    ("--batch-size-image",): "image inputs",
+    ("--batch-size-text", "--batch-size", "-b"): "batched embeddings/rankings inputs "
+    "(llmbench sends one input per request)",
+    ("--grpc-method",): "gRPC endpoints (llmbench speaks OpenAI-compatible HTTP)",
+    ("--num-sessions",): "multi-turn sessions",
+    ("--session-concurrency",): "multi-turn sessions",
+    ("--session-delay-ratio",): "multi-turn sessions",
+    ("--session-turn-delay-mean",): "multi-turn sessions",
+    ("--session-turn-delay-stddev",): "multi-turn sessions",
+    ("--session-turns-mean",): "multi-turn sessions",
+    ("--session-turns-stddev",): "multi-turn sessions",
+    ("--checkpoint-dir",): "a separate checkpoint folder (analyze keeps checkpoint.json "
+    "in its --artifact-dir)",
+    ("--override-config",): "GenAI-Perf's config subcommand (use llmbench analyze -f "
+    "MANIFEST)",
+}
+
+
+#: GenAI-Perf's ``--input-file PREFIX:...`` forms llmbench does not read → what they are.
+_INPUT_FILE_PREFIXES = {
+    "synthetic": "synthetic files for multi-file converters such as rankings",
+}
+
+
+class _Unsupported(argparse.Action):
+    """A GenAI-Perf flag llmbench does not implement: a usage error saying so."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        self.what: str = kwargs.pop("what")
+        kwargs["nargs"] = "*"
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            f"{option_string}: GenAI-Perf's flag for {self.what} is not supported by llmbench"
+        )
+
+
+def _endpoint_type(text: str) -> str:
+    """``--endpoint-type``: chat, completions or embeddings; GenAI-Perf's others say why not."""
+    if text in ("chat", "completions", "embeddings"):
+        return text
+    if text in _OTHER_ENDPOINT_TYPES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ({_OTHER_ENDPOINT_TYPES[text]}): this GenAI-Perf endpoint type is not "
+            "supported by llmbench, which measures OpenAI-compatible chat, completions and "
+            "embeddings"
+        )
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: expected chat, completions or embeddings"
+    )
+
+
+def _on_off(flag: str) -> Any:
+    """GenAI-Perf's ``type=bool`` flags: bare, or with true/false (1/0, yes/no)."""
+
+    def parse(text: str) -> bool:
+        word = text.strip().lower()
+        if word in ("true", "1", "yes", "on"):
+            return True
+        if word in ("false", "0", "no", "off"):
+            return False
+        raise argparse.ArgumentTypeError(f"{flag} expects true or false, got {text!r}")
+
+    return parse
+
+
+def _service_kind(text: str) -> str:
+    """``--service-kind`` (older GenAI-Perf): only ``openai`` means something here."""
+    if text != "openai":
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: llmbench measures OpenAI-compatible HTTP endpoints only "
+            "(--service-kind openai); Triton-native and gRPC services are not supported"
+        )
+    return text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """All flags of one load point; ``analyze`` reuses them for every point of a sweep."""
+    """All flags of one load point; ``analyze`` reuses them for every point of a sweep.
+
+    GenAI-Perf's spellings are accepted as aliases (``--isl``, ``--osl``, ``--num-requests``,
+    ``-g`` ...), so its command lines run unchanged.
+    """
     t = p.add_argument_group("target")
-    t.add_argument("-m", "--model", help="model name as served (default: the first in /v1/models)")
-    t.add_argument("-u", "--url", default="http://127.0.0.1:8000", help="server base URL")
-    t.add_argument("--endpoint-type", choices=("chat", "completions", "embeddings"), default="chat")
-    t.add_argument("--endpoint", help="custom path, e.g. /v1/chat/completions")
+    t.add_argument(
+        "-m",
+        "--model",
+        dest="models",
+        nargs="+",
+        action="extend",
+        metavar="MODEL",
+        help="model name(s) as served (default: the first in /v1/models); several spread the "
+        "requests by --model-selection-strategy",
+    )
+    t.add_argument(
+        "--model-selection-strategy",
+        choices=("round_robin", "random"),
+        help="with several -m: prompt i goes to model i mod N (round_robin, default) or a "
+        "seeded random one",
+    )
+    t.add_argument(
+        "-u", "--url", default="http://127.0.0.1:8000", help="server base URL (scheme optional)"
+    )
+    t.add_argument(
+        "--endpoint-type", type=_endpoint_type, default="chat",
+        help="chat (default), completions or embeddings",
+    )
+    t.add_argument(
+        "--endpoint", help="custom path, e.g. v1/chat/completions (leading / optional)"
+    )
+    t.add_argument(
+        "--service-kind", type=_service_kind, help="accepted for GenAI-Perf: only openai"
+    )
+    t.add_argument(
+        "--backend",
+        choices=("tensorrtllm", "vllm"),
+        help="accepted for GenAI-Perf; it names a Triton backend and means nothing for an "
+        "OpenAI-compatible endpoint",
+    )
     t.add_argument(
         "--streaming",
         action=argparse.BooleanOptionalAction,
@@ -82,12 +258,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument(
         "-H", "--header", action="append", default=[], metavar="K:V", help="extra header"
     )
-    t.add_argument("--request-timeout", type=positive_float("--request-timeout"), default=600.0)
+    t.add_argument(
+        "--request-timeout",
+        type=positive_float("--request-timeout"),
+        default=600.0,
+        metavar="SECONDS",
+        help="per-request timeout, the preflight's included (default 600)",
+    )
     t.add_argument(
         "--no-preflight",
         dest="preflight",
         action="store_false",
-        help="skip the /v1/models check (servers without it; needs -m)",
+        help="skip the /v1/models check and the probe request (needs -m)",
     )
 
     ld = p.add_argument_group("load")
@@ -97,6 +279,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ld.add_argument("--max-concurrency", type=positive_int("--max-concurrency"))
     ld.add_argument(
         "--request-count",
+        "--num-requests",
         type=positive_int("--request-count"),
         help="measured requests (default: max(100, 4 × concurrency))",
     )
@@ -107,7 +290,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="bound the measured phase by time instead of --request-count",
     )
     ld.add_argument(
-        "--warmup-request-count", type=non_negative_int("--warmup-request-count"), default=0
+        "--measurement-interval",
+        "-p",
+        type=positive_float("--measurement-interval"),
+        metavar="MS",
+        help="measure in time windows of MS milliseconds until the last three agree within "
+        "--stability-percentage (at most 10 windows) instead of --request-count",
+    )
+    ld.add_argument(
+        "--stability-percentage",
+        "-s",
+        type=positive_float("--stability-percentage"),
+        metavar="PCT",
+        help="with --measurement-interval: the most the last three windows' request "
+        "throughput and mean latency may differ, max/min - 1 in %% (default 999)",
+    )
+    ld.add_argument(
+        "--fixed-schedule",
+        nargs="?",
+        const=True,
+        default=None,
+        type=_on_off("--fixed-schedule"),
+        metavar="true|false",
+        help="replay --input-file as a trace: each row once, sent at its 'timestamp' (ms) "
+        "after the first row's, open loop, the lag recorded (--input-file payload:F too)",
+    )
+    ld.add_argument(
+        "--warmup-request-count",
+        "--num-warmup-requests",
+        type=non_negative_int("--warmup-request-count"),
+        default=0,
     )
     ld.add_argument("--random-seed", type=non_negative_int("--random-seed"), default=0)
     ld.add_argument(
@@ -116,40 +328,156 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         help="client processes, each with its own event loop (split the concurrency)",
     )
+    ld.add_argument(
+        "--event-loop",
+        choices=("asyncio", "uvloop"),
+        default=None,
+        help="the client's event loop (default: uvloop where installed, i.e. on Linux)",
+    )
 
     w = p.add_argument_group("workload")
     w.add_argument(
         "--synthetic-input-tokens-mean",
+        "--isl",
         type=positive_int("--synthetic-input-tokens-mean"),
         default=550,
     )
     w.add_argument("--synthetic-input-tokens-stddev", type=float, default=0.0)
-    w.add_argument("--output-tokens-mean", type=positive_int("--output-tokens-mean"))
+    w.add_argument(
+        "--output-tokens-mean", "--osl", type=positive_int("--output-tokens-mean")
+    )
     w.add_argument("--output-tokens-stddev", type=float, default=0.0)
     w.add_argument("--output-tokens-mean-deterministic", action="store_true")
-    w.add_argument("--extra-inputs", action="append", default=[], metavar="KEY:VALUE")
-    w.add_argument("--input-file", type=Path, help="JSONL prompts (text or chat messages)")
-    w.add_argument("--num-prompts", type=positive_int("--num-prompts"), default=100)
+    w.add_argument(
+        "--extra-inputs",
+        action="append",
+        default=[],
+        metavar="NAME[:VALUE]|JSON",
+        help="merged into every request body, as GenAI-Perf parses it: NAME:VALUE "
+        "(ignore_eos:true), a JSON object ('{\"temperature\": 0}') or a bare NAME (null)",
+    )
+    w.add_argument(
+        "--input-file",
+        type=Path,
+        help="prompts: GenAI-Perf's JSONL (text or chat messages, output_length, Mooncake "
+        "input_length/hash_ids) or ShareGPT conversations (JSONL or one JSON array)",
+    )
+    w.add_argument(
+        "--num-dataset-entries",
+        "--num-prompts",
+        dest="num_prompts",
+        metavar="N",
+        type=positive_int("--num-dataset-entries"),
+        default=100,
+        help="distinct synthetic prompts, cycled (default 100)",
+    )
+    w.add_argument(
+        "--num-prefix-prompts",
+        type=non_negative_int("--num-prefix-prompts"),
+        metavar="N",
+        help="a pool of N shared prefixes; each synthetic prompt starts with one of them "
+        "(prefix caching workloads; default 0: none)",
+    )
+    w.add_argument(
+        "--prefix-prompt-length",
+        type=positive_int("--prefix-prompt-length"),
+        metavar="TOKENS",
+        help="exact tokens of each prefix, on top of the synthetic length (default 100)",
+    )
     w.add_argument(
         "--tokenizer",
         help="local tokenizer dir or tokenizer.json, a cached hub id, 'server' "
         "(the target's /tokenize) or 'default' (embedded, no network)",
+    )
+    w.add_argument(
+        "--tokenizer-revision",
+        metavar="REV",
+        help="with a hub id: the cached snapshot of this branch, tag or commit (never fetched)",
+    )
+    w.add_argument(
+        "--tokenizer-trust-remote-code",
+        action="store_true",
+        help="accepted for GenAI-Perf; llmbench loads tokenizer.json only and runs no code",
     )
 
     telemetry_flags.add_arguments(p)
 
     o = p.add_argument_group("output")
     o.add_argument(
-        "--goodput", nargs="+", default=[], metavar="KEY:MS", help="SLOs: ttft:MS itl:MS e2e:MS"
+        "--goodput",
+        "-g",
+        nargs="+",
+        default=[],
+        metavar="KEY:VALUE",
+        help="SLOs: ttft:MS itl:MS e2e:MS ttst:MS otpu:TOK_S, or GenAI-Perf's names "
+        "(time_to_first_token, inter_token_latency, request_latency, time_to_second_token, "
+        "output_token_throughput_per_user)",
     )
     o.add_argument("--artifact-dir", type=Path)
+    o.add_argument(
+        "--profile-export-file",
+        type=Path,
+        metavar="NAME.json",
+        help="the stem of every export file, as GenAI-Perf: my.json gives my.json, "
+        "my_genai_perf.json and my_genai_perf.csv",
+    )
+    o.add_argument(
+        "--generate-plots",
+        action="store_true",
+        help="also write PNG plots and report.html next to the artefacts",
+    )
+    o.add_argument(
+        "--enable-checkpointing",
+        action="store_true",
+        help=argparse.SUPPRESS,  # GenAI-Perf's; analyze always keeps checkpoint.json
+    )
     o.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument(
+        "passthrough",
+        nargs="*",
+        default=[],
+        help=argparse.SUPPRESS,  # words after `--`: perf_analyzer's flags in GenAI-Perf
+    )
+    _add_unsupported(p)
+
+
+def _add_unsupported(p: argparse.ArgumentParser) -> None:
+    """Registers :data:`UNSUPPORTED_FLAGS` not otherwise taken (see there)."""
+    taken = set(p._option_string_actions)
+    for names, what in UNSUPPORTED_FLAGS.items():
+        free = [n for n in names if n not in taken]
+        if free:
+            p.add_argument(*free, action=_Unsupported, what=what, dest=argparse.SUPPRESS)
+
+
+def check_genai_perf_flags(args: argparse.Namespace) -> list[str]:
+    """Usage errors and notes for GenAI-Perf flags that have no effect of their own here.
+
+    Raises ValueError for words after ``--`` (GenAI-Perf hands them to perf_analyzer, which
+    llmbench does not run); returns notes to print for flags accepted without effect.
+    """
+    extra = list(getattr(args, "passthrough", []) or [])
+    if extra:
+        raise ValueError(
+            f"{' '.join(extra)}: arguments after '--' are perf_analyzer flags in GenAI-Perf; "
+            "llmbench does not run perf_analyzer (--help lists llmbench's own flags)"
+        )
+    notes = []
+    if getattr(args, "backend", None):
+        notes.append(
+            f"--backend {args.backend}: ignored, it names a Triton backend and the target is "
+            "an OpenAI-compatible endpoint"
+        )
+    if getattr(args, "tokenizer_trust_remote_code", False):
+        notes.append(
+            "--tokenizer-trust-remote-code: ignored, llmbench loads tokenizer.json only and "
+            "runs no downloaded code"
+        )
+    return notes
 
 
 def _flag_value(dest: str, value: Any) -> Any:
     """A flag's value in the spec's terms (parsed lists become mappings, paths strings)."""
-    from llmbench.runner.load.workload import parse_extra_inputs
-
     if dest == "extra_inputs":
         return parse_extra_inputs(value)
     if dest == "goodput":
@@ -181,11 +509,40 @@ def spec_document(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--max-concurrency applies to --request-rate runs only")
     if args.endpoint_type == "embeddings" and args.goodput:
         raise ValueError("--goodput needs a generating endpoint, not --endpoint-type embeddings")
+    prefix = str(args.input_file).partition(":")[0] if args.input_file is not None else ""
+    if prefix in _INPUT_FILE_PREFIXES:
+        raise ValueError(
+            f"--input-file {args.input_file}: GenAI-Perf's '{prefix}:' inputs "
+            f"({_INPUT_FILE_PREFIXES[prefix]}) are not supported by llmbench; pass a JSONL "
+            "file of prompts"
+        )
+    input_file = args.input_file
+    fixed = args.fixed_schedule or None  # false: not given
+    if prefix == "payload":  # GenAI-Perf's trace replay: the file's rows at their timestamps
+        input_file = Path(str(args.input_file)[len("payload:"):])
+        fixed = True
+    if fixed and (args.concurrency is not None or args.request_rate is not None):
+        raise ValueError(
+            "--fixed-schedule sends each trace row at its timestamp: drop --concurrency and "
+            "--request-rate"
+        )
+    if args.model_selection_strategy is not None and len(args.models or []) < 2:
+        raise ValueError("--model-selection-strategy needs several models (-m A B ...)")
+    models = list(args.models or [])
+    values = {
+        **vars(args),
+        "url": normalize_url(args.url),
+        "endpoint": normalize_endpoint(args.endpoint),
+        "model": models[0] if models else None,
+        "models": models if len(models) > 1 else None,
+        "input_file": input_file,
+        "fixed_schedule": fixed,
+    }
     doc: dict[str, Any] = {
         "load": {"mode": "request_rate" if args.request_rate is not None else "concurrency"}
     }
     for dest, (path, _flag) in SPEC_FLAGS.items():
-        value = getattr(args, dest, None)
+        value = values.get(dest)
         if value is None:
             continue
         *parents, leaf = path.split(".")
@@ -204,7 +561,44 @@ def spec_from_flags(args: argparse.Namespace) -> Spec:
         raise flag_error(exc) from None
 
 
-async def _main(cfg: Any) -> int:
+def export_stem(path: Path | None) -> str:
+    """``--profile-export-file my.json`` → ``my``: the stem GenAI-Perf names its files after."""
+    if path is None:
+        return "profile_export"
+    if path.parent != Path(".") or not path.name:
+        raise ValueError(
+            f"--profile-export-file {path}: give a file name such as my_run.json; the folder "
+            "is --artifact-dir"
+        )
+    return path.stem if path.suffix == ".json" else path.name
+
+
+def no_success_error(summary: Any) -> str | None:
+    """The error of a run in which no measured request succeeded, with the error breakdown.
+
+    The threshold: a run fails (exit 1) only when *no* measured request completed; a run with
+    some errors exits 0 and reports them by type.
+    """
+    if summary.interrupted or summary.window.completed_requests:
+        return None
+    errors = summary.errors
+    lines = [f"no request succeeded ({errors.total} failed):"]
+    for kind, info in errors.by_type.items():
+        lines.append(f"  {kind} x{info.count}: {info.sample}".rstrip(": "))
+    return "\n".join(lines)
+
+
+def _plots(directory: Path, console: Any) -> None:
+    """``--generate-plots``: the PNG plots and report.html of a profile folder."""
+    try:
+        from llmbench.runner.report.html import build_report
+
+        console.print(f"report: {build_report(directory)}")
+    except Exception as exc:  # plots are a convenience; the CSV/JSON are the results
+        console.print(f"[yellow]plots skipped: {type(exc).__name__}: {exc}[/yellow]")
+
+
+async def _main(cfg: Any, generate_plots: bool = False) -> int:
     from llmbench.runner.load.engine import Progress, expected_total
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import notes, results_table, show_progress, stderr_console
@@ -227,30 +621,48 @@ async def _main(cfg: Any) -> int:
         console.print(line)
     if result.artifact_dir is not None:
         console.print(f"artefacts: {result.artifact_dir}")
-    return 130 if result.summary.interrupted else 0
+        if generate_plots:
+            _plots(result.artifact_dir, console)
+    if result.summary.interrupted:
+        return 130
+    failed = no_success_error(result.summary)
+    if failed is not None:
+        print(f"llmbench profile: error: {failed}", file=sys.stderr)
+        return 1
+    if result.summary.stop_reason:
+        # The records measured before are written; the point itself did not complete.
+        console.print(f"[red]the point failed: {result.summary.stop_reason}[/red]")
+        return 1
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``profile`` subcommand: 0 measured, 1 target problem, 2 usage error, 130 interrupted."""
+    """The ``profile`` subcommand: 0 measured, 1 target problem (unreachable before or during
+    the run, or no request succeeded), 2 usage error, 130 interrupted."""
+    from llmbench.runner.client import eventloop
     from llmbench.runner.client.transport import ConnectError
     from llmbench.runner.point.config import point_config
     from llmbench.runner.point.profile import ProfileError
 
     try:
+        for note in check_genai_perf_flags(args):
+            print(f"llmbench profile: note: {note}", file=sys.stderr)
         spec = spec_from_flags(args)
         cfg = point_config(
             spec,
             api_key=read_api_key(args),
             headers=parse_headers(args.header),
             preflight=args.preflight,
-            artifact_dir=args.artifact_dir,
-            telemetry=telemetry_flags.collector_from_args(args, args.url),
+            artifact_root=args.artifact_dir,  # GenAI-Perf's: the point's folder goes inside
+            telemetry=telemetry_flags.collector_from_args(args, spec.target.base_url()),
+            export_stem=export_stem(args.profile_export_file),
         )
+        eventloop.loop_factory(args.event_loop)
     except ValueError as exc:
         print(f"llmbench profile: error: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_main(cfg))
+        return eventloop.run(_main(cfg, args.generate_plots), args.event_loop)
     except (ProfileError, ConnectError) as exc:
         print(f"llmbench profile: error: {exc}", file=sys.stderr)
         return 1

@@ -31,11 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("telemetry (GPU and inference-server metrics)")
     g.add_argument(
         "--server-metrics-url",
-        action="append",
+        "--server-metrics-urls",
+        dest="server_metrics_url",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="URL",
-        help="Prometheus text endpoint to scrape during each point, repeatable; e.g. "
-        "dcgm-exporter at http://<node>:9400/metrics",
+        help="Prometheus text endpoint(s) to scrape during each point; several per flag and "
+        "repeatable (GenAI-Perf's --server-metrics-urls); e.g. dcgm-exporter at "
+        "http://<node>:9400/metrics",
     )
     g.add_argument(
         "--target-metrics",

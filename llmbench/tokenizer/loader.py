@@ -321,12 +321,23 @@ def hf_cache_dirs() -> list[Path]:
     return seen
 
 
-def _from_hf_cache(hub_id: str) -> Path | None:
-    """The cached ``tokenizer.json`` of ``hub_id``: the ``refs/main`` snapshot, else newest."""
+def _from_hf_cache(hub_id: str, revision: str | None = None) -> Path | None:
+    """The cached ``tokenizer.json`` of ``hub_id``: the ``refs/main`` snapshot, else newest.
+
+    With ``revision`` (a branch or tag the cache has a ref for, or a commit): that snapshot
+    only.
+    """
     folder = "models--" + hub_id.replace("/", "--")
     for cache in hf_cache_dirs():
         repo = cache / folder
         if not repo.is_dir():
+            continue
+        if revision is not None:
+            ref = repo / "refs" / revision
+            commit = ref.read_text().strip() if ref.is_file() else revision
+            candidate = repo / "snapshots" / commit / "tokenizer.json"
+            if candidate.is_file():
+                return candidate
             continue
         ref = repo / "refs" / "main"
         if ref.is_file():
@@ -360,6 +371,7 @@ def load_tokenizer(
     url: str | None = None,
     model: str | None = None,
     headers: Mapping[str, str] | None = None,
+    revision: str | None = None,
 ) -> Tokenizer:
     """Resolve a ``--tokenizer`` value. Never touches the network except for ``server``.
 
@@ -371,6 +383,8 @@ def load_tokenizer(
         url: the target's base URL (``--url``), needed for ``server``.
         model: the model name (``-m``), needed for ``server``.
         headers: extra HTTP headers for ``server`` (e.g. the API key's Authorization).
+        revision: with a hub id, the branch, tag or commit whose cached snapshot to use
+            (``--tokenizer-revision``); ignored for paths, ``server`` and the default.
 
     Raises:
         TokenizerError: with a message that names ``--tokenizer`` and how to fix it.
@@ -398,12 +412,13 @@ def load_tokenizer(
         return _from_file(path, spec)
     looks_like_path = spec.startswith((".", "/", "~")) or spec.endswith(".json")
     if not looks_like_path and _HUB_ID_RE.fullmatch(spec):
-        cached = _from_hf_cache(spec)
+        cached = _from_hf_cache(spec, revision)
         if cached is not None:
             return _from_file(cached, spec)
         searched = ", ".join(str(d) for d in hf_cache_dirs())
+        at = f" at revision {revision} (--tokenizer-revision)" if revision else ""
         raise TokenizerError(
-            f"--tokenizer {spec}: not a local path and not in the Hugging Face cache "
+            f"--tokenizer {spec}{at}: not a local path and not in the Hugging Face cache "
             f"(searched {searched}). llmbench never downloads tokenizers -- no model hub is "
             "reachable from here. Copy the model's tokenizer.json (or its whole directory) to "
             "this machine and pass --tokenizer /path/to/dir, use --tokenizer server to count "

@@ -412,6 +412,30 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         {"load": {"maxConcurrency": 4}},
         "spec.load.maxConcurrency",
     ),
+    "load.stability-needs-interval": (
+        {"load": {"stabilityPercentage": 5}},
+        "spec.load.stabilityPercentage",
+    ),
+    "load.interval-is-the-budget": (
+        {"load": {"measurementIntervalMs": 100, "requestCount": 5}},
+        "spec.load.measurementIntervalMs",
+    ),
+    "load.interval-one-worker": (
+        {"load": {"measurementIntervalMs": 100, "workers": 2}},
+        "spec.load.measurementIntervalMs",
+    ),
+    "load.fixed-schedule-is-the-load": (
+        {"load": {"fixedSchedule": True, "requestCount": 5}, "workload": {"inputFile": "t.jsonl"}},
+        "spec.load.fixedSchedule",
+    ),
+    "spec.fixed-schedule-needs-a-trace": (
+        {"load": {"fixedSchedule": True}},
+        "spec.load.fixedSchedule",
+    ),
+    "workload.prefix-prompts-synthetic-only": (
+        {"workload": {"numPrefixPrompts": 2, "inputFile": "f.jsonl"}},
+        "spec.workload.numPrefixPrompts",
+    ),
     "sweep.exactly-one-of-range-values": ({"sweep": {"type": "concurrency"}}, "spec.sweep"),
     "sweep.range-syntax": ({"sweep": {"range": "1-64"}}, "spec.sweep.range"),
     "sweep.range-whole-numbers": ({"sweep": {"range": "1:8:0.5"}}, "spec.sweep.range"),

@@ -41,6 +41,8 @@ from llmbench.tokenizer import Tokenizer, default_tokenizer
 
 __all__ = [
     "ENDPOINT_TYPES",
+    "HASH_BLOCK_TOKENS",
+    "InputRow",
     "PreparedRequest",
     "PromptBuilder",
     "RequestCycle",
@@ -49,6 +51,8 @@ __all__ = [
     "inputs_json",
     "parse_extra_inputs",
     "read_input_file",
+    "read_input_rows",
+    "trace_schedule_ns",
     "write_inputs_json",
 ]
 
@@ -59,6 +63,14 @@ ENDPOINT_TYPES = ("chat", "completions", "embeddings")
 _STREAM_INPUT_LEN = 1
 _STREAM_OUTPUT_LEN = 2
 _STREAM_WORDS = 3
+_STREAM_MODEL = 4
+_STREAM_PREFIX_WORDS = 5
+_STREAM_PREFIX_PICK = 6
+_STREAM_BLOCKS = 7
+_STREAM_TRACE = 8
+
+#: Tokens per ``hash_ids`` block of a Mooncake-style trace row (GenAI-Perf's default).
+HASH_BLOCK_TOKENS = 512
 
 # Appended one at a time to close a small token deficit; nearly every tokenizer has each as
 # one token, and each candidate is checked, so a wrong guess only costs a call.
@@ -87,6 +99,16 @@ class WorkloadConfig:
     model: str = ""
     streaming: bool = False
     num_prompts: int = 100
+    #: Several models (GenAI-Perf's ``-m A B``): prompt i goes to one of them, by
+    #: ``model_selection_strategy`` (``round_robin``: i mod N; ``random``: seeded); empty
+    #: means every request goes to ``model``.
+    models: list[str] = field(default_factory=list)
+    model_selection_strategy: str = "round_robin"
+    #: GenAI-Perf's ``--num-prefix-prompts``: a pool of this many shared prefixes (0: none);
+    #: each synthetic prompt starts with one of them, picked with the seed.
+    num_prefix_prompts: int = 0
+    #: ``--prefix-prompt-length``: the exact token count of each prefix.
+    prefix_prompt_length: int = 100
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the flag of the first bad setting."""
@@ -109,6 +131,14 @@ class WorkloadConfig:
             raise ValueError("--num-prompts must be at least 1")
         if self.random_seed < 0:
             raise ValueError("--random-seed must be >= 0")
+        if self.num_prefix_prompts < 0:
+            raise ValueError("--num-prefix-prompts must be >= 0")
+        if self.num_prefix_prompts and self.prefix_prompt_length < 1:
+            raise ValueError("--prefix-prompt-length must be at least 1")
+        if self.num_prefix_prompts and self.input_file is not None:
+            raise ValueError(
+                "--num-prefix-prompts applies to synthetic prompts, not to --input-file"
+            )
 
     def _output_mean(self) -> int | None:
         mean = self.output_tokens_mean
@@ -260,22 +290,27 @@ class PromptBuilder:
         return [w for w, c in zip(cands, counts, strict=True) if c == 1]
 
     # The fast path: exactly `target` single-token words.
-    def _compose(self, target: int, rng: np.random.Generator) -> str:
+    def _compose(self, target: int, rng: np.random.Generator, continuation: bool = False) -> str:
         picks = self._spaced[rng.integers(0, len(self._spaced), size=target)]
+        if continuation:  # " w1 w2 ...": appended to a text, each word stays one token
+            return "".join(picks)
         if self._start:
             first = self._start[int(rng.integers(0, len(self._start)))]
             return first + "".join(picks[1:])
         return "".join(picks)
 
-    def build_many(self, targets: Sequence[int], seed: int) -> list[str]:
-        """One prompt per target count; prompt ``i`` depends only on ``(seed, i, targets[i])``.
+    def build_many(
+        self, targets: Sequence[int], seed: int, stream: int = _STREAM_WORDS
+    ) -> list[str]:
+        """One prompt per target count; prompt ``i`` depends only on ``(seed, i, targets[i])``
+        (and ``stream``, so that e.g. prefix prompts are not the first synthetic prompts).
 
         Raises:
             ValueError: if the tokenizer cannot produce a text of some exact count.
         """
         if not self.exact:
-            return [self.fit(t, _rng(seed, _STREAM_WORDS, i)) for i, t in enumerate(targets)]
-        texts = [self._compose(t, _rng(seed, _STREAM_WORDS, i)) for i, t in enumerate(targets)]
+            return [self.fit(t, _rng(seed, stream, i)) for i, t in enumerate(targets)]
+        texts = [self._compose(t, _rng(seed, stream, i)) for i, t in enumerate(targets)]
         if not texts:
             return texts
         if not self.verify_all and self.tokenizer.count(texts[0]) != targets[0]:
@@ -285,8 +320,46 @@ class PromptBuilder:
         counts = _count_many(self.tokenizer, texts)
         for i, (t, c) in enumerate(zip(targets, counts, strict=True)):
             if c != t:  # a word pair merged after all: search instead
-                texts[i] = self.fit(t, _rng(seed, _STREAM_WORDS, i, 1))
+                texts[i] = self.fit(t, _rng(seed, stream, i, 1))
         return texts
+
+    def extend_many(
+        self, heads: Sequence[str], head_tokens: Sequence[int], targets: Sequence[int],
+        seed: int, stream: int,
+    ) -> list[str]:
+        """``heads[i]`` followed by a text of ``targets[i]`` tokens, so that the whole has
+        exactly ``head_tokens[i] + targets[i]`` tokens and starts with ``heads[i]`` verbatim
+        (a shared prefix stays byte-identical, as prefix caching needs).
+
+        Raises:
+            ValueError: if no continuation of the exact count is found for some head.
+        """
+        out: list[str] = []
+        for i, (head, t) in enumerate(zip(heads, targets, strict=True)):
+            rng = _rng(seed, stream, i)
+            if self.exact:
+                out.append(head + self._compose(t, rng, continuation=True))
+            else:
+                out.append(head + " " + self.fit(t, rng))
+        counts = _count_many(self.tokenizer, out)
+        for i, c in enumerate(counts):
+            want = head_tokens[i] + targets[i]
+            if c != want:
+                out[i] = self._fit_after(heads[i], want, targets[i], _rng(seed, stream, i, 1))
+        return out
+
+    def _fit_after(self, head: str, want: int, target: int, rng: np.random.Generator) -> str:
+        """A continuation of ``head`` found by search when the words merged at the seam."""
+        for delta in (0, -1, 1, -2, 2):
+            if target + delta < 1:
+                continue
+            text = head + " " + self.fit(target + delta, rng)
+            if self.tokenizer.count(text) == want:
+                return text
+        raise ValueError(
+            f"could not extend a prefix to exactly {want} tokens with tokenizer "
+            f"{self.tokenizer.name!r}; try another --tokenizer"
+        )
 
     def build(self, target: int, seed: int = 0) -> str:
         """One prompt of exactly ``target`` tokens."""
@@ -375,12 +448,47 @@ class PromptBuilder:
 
 
 # -- --input-file ----------------------------------------------------------------------------
+#
+# Two shapes, told apart row by row, in a JSONL file or a JSON array (ShareGPT's own files are
+# one JSON array):
+#
+# * GenAI-Perf's rows: ``text`` (or ``text_input``/``prompt``) or, for chat, ``messages``;
+#   optional ``output_length``/``max_tokens``; for trace replay ``timestamp`` (ms); and the
+#   Mooncake trace fields ``input_length`` (a synthetic prompt of that many tokens when the
+#   row has no text) with ``hash_ids`` (one id per 512-token block: rows naming the same id
+#   share that block's text, so they share a cacheable prefix).
+# * ShareGPT conversations: ``{"conversations": [{"from": "human", "value": ...},
+#   {"from": "gpt", "value": ...}, ...]}`` (``role``/``content`` keys work too): the first
+#   human turn is the prompt; the reply after it sets the output length (its token count)
+#   unless the row or ``--output-tokens-mean`` says otherwise. A conversation without a
+#   human turn is skipped, as vLLM's ShareGPT benchmark skips it.
+
+_HUMAN = ("human", "user")
+_ASSISTANT = ("gpt", "assistant", "chatgpt", "bard", "model")
+_TEXT_KEYS = ("text", "text_input", "prompt")
 
 
 @dataclass(frozen=True, slots=True)
-class _Row:
-    prompt: str | list[dict[str, Any]]
-    output_tokens: int | None
+class InputRow:
+    """One prompt of an ``--input-file``.
+
+    Attributes:
+        prompt: the text or chat messages; ``None`` for a Mooncake row made synthetic.
+        output_tokens: ``output_length``/``max_tokens`` of the row.
+        reply: a ShareGPT row's reference answer (its token count is the default output).
+        input_length: a Mooncake row's prompt length in tokens (``prompt`` is ``None``).
+        hash_ids: a Mooncake row's block ids.
+        timestamp_ms: when to send it, for ``--fixed-schedule``.
+        where: ``--input-file F line N``, for errors about the row found later.
+    """
+
+    prompt: str | list[dict[str, Any]] | None
+    output_tokens: int | None = None
+    reply: str | None = None
+    input_length: int | None = None
+    hash_ids: tuple[int, ...] | None = None
+    timestamp_ms: float | None = None
+    where: str = ""
 
 
 def _check_messages(value: Any, where: str) -> list[dict[str, Any]]:
@@ -394,63 +502,227 @@ def _check_messages(value: Any, where: str) -> list[dict[str, Any]]:
     return value
 
 
-def read_input_file(path: str | Path, endpoint_type: str = "chat") -> list[tuple[Any, int | None]]:
-    """Read an ``--input-file`` JSONL: one prompt per line.
+def _positive_int(obj: dict[str, Any], key: str, where: str) -> int | None:
+    if key not in obj:
+        return None
+    val = obj[key]
+    if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+        raise ValueError(f"{where}: '{key}' must be a positive integer")
+    return val
 
-    A row is an object with ``text`` (or ``prompt``/``text_input``) -- a string -- or, for
-    ``--endpoint-type chat``, ``messages`` (an OpenAI chat list), plus optional
-    ``output_length`` or ``max_tokens`` (a positive integer). Blank lines are skipped.
 
-    Returns ``(prompt, output_tokens)`` pairs.
+def _sharegpt_row(obj: dict[str, Any], where: str) -> InputRow | None:
+    turns = obj["conversations"]
+    if not isinstance(turns, list):
+        raise ValueError(f"{where}: 'conversations' must be a list of turns")
+    parsed: list[tuple[str, str]] = []
+    for k, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            raise ValueError(f"{where}: conversations[{k}] must be an object")
+        role = turn.get("from", turn.get("role"))
+        value = turn.get("value", turn.get("content"))
+        if not isinstance(role, str):
+            raise ValueError(f"{where}: conversations[{k}] needs a string 'from' (or 'role')")
+        if not isinstance(value, str):
+            raise ValueError(
+                f"{where}: conversations[{k}] needs a string 'value' (or 'content')"
+            )
+        parsed.append((role.lower(), value))
+    first = next((k for k, (role, v) in enumerate(parsed) if role in _HUMAN and v), None)
+    if first is None:
+        return None
+    reply = None
+    if first + 1 < len(parsed) and parsed[first + 1][0] in _ASSISTANT:
+        reply = parsed[first + 1][1] or None
+    out = _positive_int(obj, "output_length", where) or _positive_int(obj, "max_tokens", where)
+    return InputRow(parsed[first][1], out, reply=reply, where=where)
+
+
+def _genai_perf_row(obj: dict[str, Any], where: str, endpoint_type: str) -> InputRow:
+    if "session_id" in obj:
+        raise ValueError(
+            f"{where}: 'session_id' rows are multi-turn sessions, which llmbench does not run"
+        )
+    prompt: str | list[dict[str, Any]] | None = None
+    texts = [k for k in _TEXT_KEYS if k in obj]
+    if "messages" in obj:
+        if endpoint_type != "chat":
+            raise ValueError(
+                f"{where}: 'messages' rows need --endpoint-type chat "
+                f"(this run uses {endpoint_type}); give 'text' instead"
+            )
+        prompt = _check_messages(obj["messages"], where)
+    elif len(texts) > 1:
+        raise ValueError(f"{where}: give only one of {', '.join(repr(k) for k in texts)}")
+    elif texts:
+        key = texts[0]
+        prompt = obj[key]
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"{where}: '{key}' must be a non-empty string")
+    input_length = _positive_int(obj, "input_length", where)
+    hash_ids: tuple[int, ...] | None = None
+    if "hash_ids" in obj:
+        ids = obj["hash_ids"]
+        if not isinstance(ids, list) or not ids or not all(
+            isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in ids
+        ):
+            raise ValueError(
+                f"{where}: 'hash_ids' must be a non-empty list of integers >= 0"
+            )
+        hash_ids = tuple(ids)
+    if prompt is None:
+        if input_length is None:
+            raise ValueError(
+                f"{where}: needs 'text' (or 'prompt'), 'messages', ShareGPT 'conversations' "
+                "or a Mooncake 'input_length'"
+            )
+        if hash_ids is not None:
+            last = input_length - (len(hash_ids) - 1) * HASH_BLOCK_TOKENS
+            if not 0 < last <= HASH_BLOCK_TOKENS:
+                raise ValueError(
+                    f"{where}: 'input_length' {input_length} does not fit {len(hash_ids)} "
+                    f"'hash_ids' blocks of {HASH_BLOCK_TOKENS} tokens (the last block would "
+                    f"have {last})"
+                )
+    timestamp: float | None = None
+    if "timestamp" in obj:
+        ts = obj["timestamp"]
+        if isinstance(ts, bool) or not isinstance(ts, int | float) or not ts >= 0:
+            raise ValueError(f"{where}: 'timestamp' must be a number of milliseconds >= 0")
+        timestamp = float(ts)
+    out = _positive_int(obj, "output_length", where)
+    if out is None:
+        out = _positive_int(obj, "max_tokens", where)
+    return InputRow(
+        prompt, out, input_length=input_length if prompt is None else None,
+        hash_ids=hash_ids if prompt is None else None, timestamp_ms=timestamp, where=where,
+    )
+
+
+def _json_entries(text: str, label: str) -> Iterator[tuple[int, Any]]:
+    """``(line, value)`` of each entry of a JSON array document, with the line it starts on."""
+    dec = json.JSONDecoder()
+    pos = text.index("[") + 1
+    n = len(text)
+
+    def skip(p: int) -> int:
+        while p < n and text[p] in " \t\r\n":
+            p += 1
+        return p
+
+    pos = skip(pos)
+    if pos < n and text[pos] == "]":
+        return
+    while True:
+        line = text.count("\n", 0, pos) + 1
+        try:
+            value, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{label} line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        yield line, value
+        pos = skip(pos)
+        if pos < n and text[pos] == ",":
+            pos = skip(pos + 1)
+            continue
+        if pos < n and text[pos] == "]":
+            if skip(pos + 1) != n:
+                line = text.count("\n", 0, pos + 1) + 1
+                raise ValueError(f"{label} line {line}: text after the closing ']'")
+            return
+        line = text.count("\n", 0, pos) + 1
+        raise ValueError(f"{label} line {line}: not valid JSON (expected ',' or ']')")
+
+
+def read_input_rows(path: str | Path, endpoint_type: str = "chat") -> list[InputRow]:
+    """Read an ``--input-file``: GenAI-Perf's JSONL rows or ShareGPT conversations (see above),
+    one object a line or one JSON array of them. Blank lines are skipped.
 
     Raises:
         ValueError: naming the file and the line number of the first bad row.
     """
     p = Path(path)
+    label = f"--input-file {p}"
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ValueError(f"--input-file {p}: {exc.strerror or exc}") from None
+        raise ValueError(f"{label}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise ValueError(f"--input-file {p}: not UTF-8 text") from None
-    rows: list[tuple[Any, int | None]] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"--input-file {p} line {lineno}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
+        raise ValueError(f"{label}: not UTF-8 text") from None
+    entries: Iterator[tuple[int, Any]]
+    if text.lstrip().startswith("["):
+        entries = _json_entries(text, label)
+    else:
+        entries = _jsonl_entries(text, label)
+    rows: list[InputRow] = []
+    skipped = 0
+    for lineno, obj in entries:
+        where = f"{label} line {lineno}"
         if not isinstance(obj, dict):
             raise ValueError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        prompt: Any
-        if "messages" in obj:
-            if endpoint_type != "chat":
-                raise ValueError(
-                    f"{where}: 'messages' rows need --endpoint-type chat "
-                    f"(this run uses {endpoint_type}); give 'text' instead"
-                )
-            prompt = _check_messages(obj["messages"], where)
+        if "conversations" in obj:
+            row = _sharegpt_row(obj, where)
+            if row is None:
+                skipped += 1
+                continue
         else:
-            key = next((k for k in ("text", "prompt", "text_input") if k in obj), None)
-            if key is None:
-                raise ValueError(f"{where}: needs 'text' (or 'prompt') or 'messages'")
-            prompt = obj[key]
-            if not isinstance(prompt, str) or not prompt:
-                raise ValueError(f"{where}: '{key}' must be a non-empty string")
-        out: int | None = None
-        for key in ("output_length", "max_tokens"):
-            if key in obj:
-                val = obj[key]
-                if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                    raise ValueError(f"{where}: '{key}' must be a positive integer")
-                out = val
-                break
-        rows.append((prompt, out))
+            row = _genai_perf_row(obj, where, endpoint_type)
+        rows.append(row)
     if not rows:
-        raise ValueError(f"--input-file {p}: no prompts (the file is empty)")
+        why = (
+            f"none of its {skipped} conversations has a human turn" if skipped
+            else "the file is empty"
+        )
+        raise ValueError(f"{label}: no prompts ({why})")
     return rows
+
+
+def _jsonl_entries(text: str, label: str) -> Iterator[tuple[int, Any]]:
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{label} line {lineno}: not valid JSON ({exc.msg})") from None
+
+
+def read_input_file(path: str | Path, endpoint_type: str = "chat") -> list[tuple[Any, int | None]]:
+    """``(prompt, output_tokens)`` of each row of an ``--input-file`` (:func:`read_input_rows`);
+    the prompt is ``None`` for a Mooncake row that asks for a synthetic prompt.
+
+    Raises:
+        ValueError: naming the file and the line number of the first bad row.
+    """
+    return [(r.prompt, r.output_tokens) for r in read_input_rows(path, endpoint_type)]
+
+
+def trace_schedule_ns(path: str | Path, endpoint_type: str = "chat") -> list[int]:
+    """``--fixed-schedule``: when each row of the trace is sent, in ns after the first row
+    (its ``timestamp`` in ms minus the first row's). Every row needs a ``timestamp``, in
+    non-decreasing order.
+
+    Raises:
+        ValueError: naming the file and the line of the first row without a usable timestamp.
+    """
+    rows = read_input_rows(path, endpoint_type)
+    offsets: list[int] = []
+    first: float | None = None
+    last = -math.inf
+    for row in rows:
+        ts = row.timestamp_ms
+        if ts is None:
+            raise ValueError(
+                f"{row.where}: --fixed-schedule needs a 'timestamp' (ms) in every row"
+            )
+        if ts < last:
+            raise ValueError(
+                f"{row.where}: 'timestamp' {ts:g} is earlier than the row before ({last:g}); "
+                "--fixed-schedule replays rows in file order, so sort the trace by timestamp"
+            )
+        last = ts
+        first = ts if first is None else first
+        offsets.append(int(round((ts - first) * 1e6)))
+    return offsets
 
 
 def _message_text(messages: list[dict[str, Any]]) -> str:
@@ -470,9 +742,12 @@ def _message_text(messages: list[dict[str, Any]]) -> str:
 
 
 def _body(
-    cfg: WorkloadConfig, prompt: str | list[dict[str, Any]], max_tokens: int | None
+    cfg: WorkloadConfig,
+    prompt: str | list[dict[str, Any]],
+    max_tokens: int | None,
+    model: str | None = None,
 ) -> bytes:
-    obj: dict[str, Any] = {"model": cfg.model}
+    obj: dict[str, Any] = {"model": model or cfg.model}
     if cfg.endpoint_type == "embeddings":
         obj["input"] = prompt
     else:
@@ -513,13 +788,20 @@ def build_requests(
     out_mean = cfg._output_mean() if cfg.endpoint_type != "embeddings" else None
     prompts: list[str | list[dict[str, Any]]]
     file_outputs: list[int | None]
+    reply_outputs: list[int | None]
     if cfg.input_file is not None:
-        rows = read_input_file(cfg.input_file, cfg.endpoint_type)[:count]
-        prompts = [r[0] for r in rows]
-        file_outputs = [r[1] for r in rows]
+        rows = read_input_rows(cfg.input_file, cfg.endpoint_type)[:count]
+        prompts = _file_prompts(rows, tokenizer, cfg.random_seed)
+        file_outputs = [r.output_tokens for r in rows]
         input_counts = _count_many(
             tokenizer, [p if isinstance(p, str) else _message_text(p) for p in prompts]
         )
+        replies = [(i, r.reply) for i, r in enumerate(rows) if r.reply]
+        reply_outputs = [None] * len(rows)
+        for (i, _), c in zip(
+            replies, _count_many(tokenizer, [t for _, t in replies]), strict=True
+        ):
+            reply_outputs[i] = max(c, 1)
     else:
         lengths = _sample_lengths(
             _rng(cfg.random_seed, _STREAM_INPUT_LEN),
@@ -527,9 +809,27 @@ def build_requests(
             cfg.synthetic_input_tokens_stddev,
             count,
         )
-        prompts = list(PromptBuilder(tokenizer).build_many(lengths, cfg.random_seed))
+        builder = PromptBuilder(tokenizer)
+        if cfg.num_prefix_prompts:
+            plen = cfg.prefix_prompt_length
+            pool = builder.build_many(
+                [plen] * cfg.num_prefix_prompts, cfg.random_seed, _STREAM_PREFIX_WORDS
+            )
+            picks = _rng(cfg.random_seed, _STREAM_PREFIX_PICK).integers(
+                0, len(pool), size=count
+            )
+            prompts = list(
+                builder.extend_many(
+                    [pool[int(k)] for k in picks], [plen] * count, lengths, cfg.random_seed,
+                    _STREAM_WORDS,
+                )
+            )
+            input_counts = [plen + t for t in lengths]
+        else:
+            prompts = list(builder.build_many(lengths, cfg.random_seed))
+            input_counts = lengths
         file_outputs = [None] * count
-        input_counts = lengths
+        reply_outputs = [None] * count
     n = len(prompts)
     sampled: list[int | None] = [None] * n
     if out_mean is not None:
@@ -538,14 +838,17 @@ def build_requests(
                 _rng(cfg.random_seed, _STREAM_OUTPUT_LEN), out_mean, cfg.output_tokens_stddev, n
             )
         )
+    models = _assign_models(cfg, n)
     result = []
     for i, prompt in enumerate(prompts):
-        max_tokens = file_outputs[i] if file_outputs[i] is not None else sampled[i]
+        max_tokens = next(
+            (v for v in (file_outputs[i], sampled[i], reply_outputs[i]) if v is not None), None
+        )
         if cfg.endpoint_type == "embeddings":
             max_tokens = None
         result.append(
             PreparedRequest(
-                body=_body(cfg, prompt, max_tokens),
+                body=_body(cfg, prompt, max_tokens, models[i]),
                 input_tokens=input_counts[i],
                 requested_output_tokens=max_tokens,
                 prompt=prompt,
@@ -553,6 +856,71 @@ def build_requests(
             )
         )
     return result
+
+
+def _file_prompts(
+    rows: Sequence[InputRow], tokenizer: Tokenizer, seed: int
+) -> list[str | list[dict[str, Any]]]:
+    """The prompt of each row; Mooncake rows without text get a synthetic prompt of their
+    ``input_length``, built from their ``hash_ids`` blocks so that rows naming the same block
+    share its text (block ``h`` is the same words wherever it appears, cut short as the last
+    block of a row)."""
+    out: list[str | list[dict[str, Any]]] = []
+    builder: PromptBuilder | None = None
+    blocks: dict[int, np.ndarray[Any, Any]] = {}
+    synthetic: list[tuple[int, InputRow]] = []
+    plain: list[tuple[int, int]] = []  # (position, input_length) of rows without hash_ids
+    for i, row in enumerate(rows):
+        if row.prompt is not None:
+            out.append(row.prompt)
+            continue
+        builder = builder or PromptBuilder(tokenizer)
+        assert row.input_length is not None
+        if row.hash_ids is None:
+            out.append("")
+            plain.append((i, row.input_length))
+            continue
+        if not builder.exact:
+            raise ValueError(
+                f"{row.where}: 'hash_ids' need a tokenizer whose vocabulary lists its "
+                f"single-token words (e.g. --tokenizer default); {tokenizer.name!r} does not"
+            )
+        parts = []
+        for k, h in enumerate(row.hash_ids):
+            if h not in blocks:
+                rng = _rng(seed, _STREAM_BLOCKS, h)
+                words = builder._spaced
+                blocks[h] = words[rng.integers(0, len(words), size=HASH_BLOCK_TOKENS)]
+            size = (
+                row.input_length - k * HASH_BLOCK_TOKENS
+                if k == len(row.hash_ids) - 1 else HASH_BLOCK_TOKENS
+            )
+            parts.append("".join(blocks[h][:size]))
+        out.append("".join(parts))
+        synthetic.append((i, row))
+    if plain and builder is not None:
+        made = builder.build_many([n for _, n in plain], seed, _STREAM_TRACE)
+        for (i, _), text in zip(plain, made, strict=True):
+            out[i] = text
+    if synthetic:
+        texts = [str(out[i]) for i, _ in synthetic]
+        for (_i, row), c in zip(synthetic, _count_many(tokenizer, texts), strict=True):
+            if c != row.input_length:
+                raise ValueError(
+                    f"{row.where}: the synthetic prompt of its 'hash_ids' has {c} tokens, not "
+                    f"'input_length' {row.input_length}, under tokenizer {tokenizer.name!r}"
+                )
+    return out
+
+
+def _assign_models(cfg: WorkloadConfig, n: int) -> list[str | None]:
+    """The model of each of ``n`` prompts (``None``: ``cfg.model``), as GenAI-Perf assigns them."""
+    if not cfg.models:
+        return [None] * n
+    if cfg.model_selection_strategy == "random":
+        picks = _rng(cfg.random_seed, _STREAM_MODEL).integers(0, len(cfg.models), size=n)
+        return [cfg.models[int(k)] for k in picks]
+    return [cfg.models[i % len(cfg.models)] for i in range(n)]
 
 
 # -- inputs.json -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from llmbench.api import Spec
 from llmbench.runner.load.engine import LoadConfig
 from llmbench.runner.load.workload import WorkloadConfig
 from llmbench.runner.point.artifacts import default_artifact_dir
+from llmbench.runner.point.stability import DEFAULT_STABILITY_PERCENTAGE, StabilityConfig
 
 __all__ = ["ENDPOINT_PATHS", "ProfileConfig", "point_config"]
 
@@ -37,18 +38,34 @@ class ProfileConfig:
     load: LoadConfig = field(default_factory=LoadConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     tokenizer: str | None = None
+    tokenizer_revision: str | None = None
     goodput: dict[str, float] = field(default_factory=dict)
     api_key: str | None = field(default=None, repr=False)
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     artifact_dir: Path | None = None
+    #: GenAI-Perf's ``--artifact-dir``: without ``artifact_dir`` (the exact folder, as a sweep
+    #: sets it) the point goes to ``<artifact_root>/<model>-openai-<type>-<mode><value>``.
+    artifact_root: Path | None = None
+    #: ``--profile-export-file``'s stem: ``<stem>.json``, ``<stem>_genai_perf.json``, ...
+    export_stem: str = "profile_export"
     preflight: bool = True
     #: A ``telemetry.TelemetryCollector`` scraping DCGM / server metrics during the window.
     telemetry: Any = field(default=None, repr=False)
+    #: ``--measurement-interval``: stable time windows instead of a request budget.
+    stability: StabilityConfig | None = None
 
     def path(self) -> str:
         return self.endpoint or ENDPOINT_PATHS[self.endpoint_type]
 
+    def models(self) -> list[str]:
+        """Every model requests go to: several with ``workload.models``, else ``model``."""
+        if self.workload.models:
+            return list(self.workload.models)
+        return [self.model] if self.model else []
+
     def load_label(self) -> tuple[str, float]:
+        if self.load.mode == "fixed_schedule":
+            return "fixed_schedule", len(self.load.schedule_ns or ())
         if self.load.mode == "request_rate":
             assert self.load.request_rate is not None
             return "request_rate", self.load.request_rate
@@ -58,7 +75,16 @@ class ProfileConfig:
         if self.artifact_dir is not None:
             return self.artifact_dir
         mode, value = self.load_label()
-        return default_artifact_dir(self.model or "model", self.endpoint_type, mode, value)
+        if mode == "fixed_schedule":  # GenAI-Perf's folder: ...-fixed_schedule, no number
+            base = default_artifact_dir(
+                self.model or "model", self.endpoint_type, "concurrency", 1,
+                root=self.artifact_root or "artifacts", models=self.models(),
+            )
+            return base.with_name(base.name.removesuffix("concurrency1") + "fixed_schedule")
+        return default_artifact_dir(
+            self.model or "model", self.endpoint_type, mode, value,
+            root=self.artifact_root or "artifacts", models=self.models(),
+        )
 
     def public_dict(self) -> dict[str, Any]:
         """The arguments as written to artefacts: no key, no header values (they may be secret)."""
@@ -73,8 +99,13 @@ class ProfileConfig:
             "headers": sorted(self.headers),
             "api_key": "set" if self.api_key else None,
         }
-        d.update({k: v for k, v in asdict(self.load).items()})
+        d.update({k: v for k, v in asdict(self.load).items() if k != "schedule_ns"})
+        if self.load.schedule_ns is not None:  # the offsets stay in the trace, not here
+            d["fixed_schedule_requests"] = len(self.load.schedule_ns)
         d.update({f"workload_{k}": v for k, v in _jsonable(asdict(self.workload)).items()})
+        if self.stability is not None:
+            d["measurement_interval_ms"] = self.stability.interval_ms
+            d["stability_percentage"] = self.stability.percentage
         return d
 
     def auth_headers(self) -> dict[str, str]:
@@ -99,6 +130,8 @@ def point_config(
     preflight: bool = True,
     artifact_dir: Path | None = None,
     telemetry: Any = None,
+    export_stem: str = "profile_export",
+    artifact_root: Path | None = None,
 ) -> ProfileConfig:
     """The :class:`ProfileConfig` of one point of ``spec``.
 
@@ -110,7 +143,8 @@ def point_config(
         cfg = point_config(spec, 8)        # the concurrency-8 point of a concurrency sweep
     """
     load = spec.load
-    mode, concurrency, rate = load.mode, load.concurrency, load.request_rate
+    mode: str = load.mode
+    concurrency, rate = load.concurrency, load.request_rate
     isl = spec.workload.input_tokens.mean
     osl = spec.workload.output_tokens.mean
     if spec.sweep is not None:
@@ -127,14 +161,28 @@ def point_config(
             osl = int(value)
     if mode == "request_rate":
         concurrency = load.max_concurrency or 1
+    if load.fixed_schedule:
+        # The trace is the load: its rows, each at its timestamp (the run reads the offsets
+        # from workload.inputFile before the first send).
+        mode, concurrency = "fixed_schedule", 1
     request_count = load.request_count
-    if request_count is None and load.measurement_duration_seconds is None:
+    stability = None
+    if load.measurement_interval_ms is not None:
+        # Stable windows are the budget: the load runs until they agree (spec rules keep
+        # requestCount and measurementDurationSeconds out).
+        stability = StabilityConfig(
+            interval_ms=load.measurement_interval_ms,
+            percentage=load.stability_percentage or DEFAULT_STABILITY_PERCENTAGE,
+        )
+    elif load.fixed_schedule:
+        request_count = None
+    elif request_count is None and load.measurement_duration_seconds is None:
         request_count = max(100, 4 * (load.max_concurrency or concurrency))
     target = spec.target
     w = spec.workload
     return ProfileConfig(
         url=target.base_url(spec.namespace),
-        model=target.model,
+        model=target.model or (w.models[0] if w.models else None),
         endpoint_type=target.endpoint_type,
         endpoint=target.endpoint,
         streaming=target.streaming and target.endpoint_type != "embeddings",
@@ -162,12 +210,20 @@ def point_config(
             input_file=w.input_file,
             random_seed=w.seed,
             num_prompts=w.num_prompts,
+            models=list(w.models or []),
+            model_selection_strategy=w.model_selection_strategy,
+            num_prefix_prompts=w.num_prefix_prompts,
+            prefix_prompt_length=w.prefix_prompt_length,
         ),
         tokenizer=w.tokenizer,
+        tokenizer_revision=w.tokenizer_revision,
         goodput=spec.slo.per_request(),
         api_key=api_key,
         headers=dict(headers or {}),
         artifact_dir=artifact_dir,
+        artifact_root=artifact_root,
+        export_stem=export_stem,
         preflight=preflight,
         telemetry=telemetry,
+        stability=stability,
     )

@@ -12,7 +12,7 @@ Definitions (see DESIGN.md):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +34,9 @@ from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
 
 _PCTS = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 
-#: SLO keys accepted by ``--goodput``: record metric in milliseconds.
-SLO_KEYS = ("ttft", "itl", "e2e")
+#: SLO keys accepted by ``--goodput``: ceilings in milliseconds, except ``otpu`` (output
+#: tokens per second per request, 1000 / ITL in ms), which is a floor.
+SLO_KEYS = ("ttft", "itl", "e2e", "ttst", "otpu")
 
 
 def stats(values: Iterable[float], unit: str | None = None) -> Stat | None:
@@ -86,9 +87,22 @@ def per_request(rec: RequestRecord, streaming: bool) -> PerRequest:
 
 
 def meets_slo(pr: PerRequest, slo: dict[str, float]) -> bool:
-    """True when the request meets every SLO; an undefined metric (ITL of OSL 1) cannot fail."""
-    values = {"ttft": pr.ttft_ms, "itl": pr.itl_ms, "e2e": pr.e2e_ms}
-    return all(values[k] is None or values[k] <= limit for k, limit in slo.items())  # type: ignore[operator]
+    """True when the request meets every SLO; an undefined metric (ITL of OSL 1) cannot fail.
+
+    Latencies must not exceed their limit; ``otpu`` (GenAI-Perf's
+    ``output_token_throughput_per_user`` = 1 / ITL) must reach its limit.
+    """
+    otpu = 1000.0 / pr.itl_ms if pr.itl_ms else None
+    values = {"ttft": pr.ttft_ms, "itl": pr.itl_ms, "e2e": pr.e2e_ms, "ttst": pr.ttst_ms}
+    for key, limit in slo.items():
+        if key == "otpu":
+            if otpu is not None and otpu < limit:
+                return False
+            continue
+        value = values[key]
+        if value is not None and value > limit:
+            return False
+    return True
 
 
 def window(records: Sequence[RequestRecord]) -> tuple[int, int] | None:
@@ -105,6 +119,7 @@ def summarize(
     *,
     streaming: bool,
     slo: dict[str, float] | None = None,
+    unrecorded_errors: Mapping[str, int] | None = None,
 ) -> PointResult:
     """All point metrics, the model of ``profile_export_genai_perf.json``.
 
@@ -158,13 +173,13 @@ def summarize(
             unit="tokens/sec", avg=per_second(sum(d.osl or 0 for d in derived))
         ),
         request_count=Count(unit="count", avg=len(ok)),
-        errors=error_summary(measured),
+        errors=error_summary(measured, unrecorded_errors),
         token_counts=token_provenance(ok),
         window=Window(
             start_ns=win[0] if win else None,
             end_ns=win[1] if win else None,
             duration_s=duration,
-            measured_requests=len(measured),
+            measured_requests=len(measured) + sum((unrecorded_errors or {}).values()),
             completed_requests=len(ok),
             warmup_requests=len(records) - len(measured),
         ),
@@ -172,9 +187,16 @@ def summarize(
     )
 
 
-def error_summary(records: Iterable[RequestRecord]) -> Errors:
-    """Errors by type with a count and one sample message each; never dropped silently."""
-    counts: Counter[str] = Counter()
+def error_summary(
+    records: Iterable[RequestRecord], unrecorded: Mapping[str, int] | None = None
+) -> Errors:
+    """Errors by type with a count and one sample message each; never dropped silently.
+
+    ``unrecorded`` adds, per type, the failures that were counted but not kept as records
+    (see ``LoadConfig.error_records_kept``); they are part of ``count`` and said apart.
+    """
+    unrecorded = {k: v for k, v in (unrecorded or {}).items() if v}
+    counts: Counter[str] = Counter(unrecorded)
     samples: dict[str, str] = {}
     for r in records:
         if r.error_type is not None:
@@ -186,7 +208,10 @@ def error_summary(records: Iterable[RequestRecord]) -> Errors:
     return Errors(
         total=sum(counts.values()),
         by_type={
-            k: ErrorKind(count=v, sample=samples[k]) for k, v in sorted(counts.items())
+            k: ErrorKind(count=v, sample=samples.get(k, ""))
+            if k not in unrecorded
+            else ErrorKind(count=v, sample=samples.get(k, ""), unrecorded=unrecorded[k])
+            for k, v in sorted(counts.items())
         },
     )
 

@@ -8,20 +8,24 @@ token, never while the clock runs.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from llmbench.api.results import ClientHealth, PointResult
+from llmbench.api.results import ClientHealth, LoopStall, PointResult
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import workload as workload_mod
 from llmbench.runner.load.engine import (
+    LoadResult,
     Progress,
     expected_total,
     run_load,
@@ -30,6 +34,12 @@ from llmbench.runner.load.engine import (
 from llmbench.runner.point.artifacts import write_profile_artifacts
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import stats, summarize
+from llmbench.runner.point.stability import (
+    WindowProgress,
+    measure_windows,
+    settle_records,
+    watch_windows,
+)
 from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.summary import telemetry_section
 from llmbench.tokenizer import load_tokenizer
@@ -49,19 +59,45 @@ class ProfileResult:
     artifact_dir: Path | None
 
 
-def preflight(cfg: ProfileConfig, timeout: float = 10.0) -> str:
-    """Checks the target answers and serves the model before any load; returns the model.
+#: Seconds to wait for a TCP connection during preflight: an unreachable URL fails fast even
+#: with a long --request-timeout (which bounds the rest of each preflight call).
+PREFLIGHT_CONNECT_TIMEOUT_S = 10.0
+#: Bytes of a probe response read at most (one token is asked for; a runaway answer is cut).
+_PROBE_MAX_BYTES = 1 << 20
 
-    Fails fast naming the URL (unreachable) or the model (not served). A server without
-    ``/v1/models`` is accepted when ``--model`` is given.
+
+def _timeout(cfg: ProfileConfig, timeout: float | None) -> httpx.Timeout:
+    """``timeout`` or the run's ``--request-timeout`` (None: none), connecting capped."""
+    total = cfg.load.request_timeout_s if timeout is None else timeout
+    connect = PREFLIGHT_CONNECT_TIMEOUT_S
+    if total is not None:
+        connect = min(total, connect)
+    return httpx.Timeout(total, connect=connect)
+
+
+def preflight(cfg: ProfileConfig, timeout: float | None = None, *, probe: bool = True) -> str:
+    """Checks the target before any load; returns the model the run will name.
+
+    Two steps, each failing with a :class:`ProfileError` that names what to fix:
+
+    1. ``GET /v1/models``: the URL answers and serves every model of the run (the first one
+       listed when ``-m`` is not given). A server without ``/v1/models`` is accepted when
+       ``-m`` is given.
+    2. with ``probe``: one real request of the run's kind (:func:`probe_request`), so a wrong
+       ``--endpoint``, endpoint type, model or request field fails here, naming what the
+       server answered, instead of as a run in which every request failed.
+
+    ``timeout`` defaults to the run's ``--request-timeout`` (connecting is capped at
+    :data:`PREFLIGHT_CONNECT_TIMEOUT_S`).
     """
+    limit = _timeout(cfg, timeout)
     target = Target.from_url(cfg.url, cfg.path())
     models_url = target.base_url.rstrip("/")
     models_url = (
         models_url[: -len("/v1")] if models_url.endswith("/v1") else models_url
     ) + "/v1/models"
     try:
-        resp = httpx.get(models_url, headers=cfg.auth_headers(), timeout=timeout)
+        resp = httpx.get(models_url, headers=cfg.auth_headers(), timeout=limit)
     except httpx.HTTPError as exc:
         raise ProfileError(f"cannot reach {target.base_url} (--url): {exc}") from exc
     if resp.status_code in (401, 403):
@@ -75,16 +111,151 @@ def preflight(cfg: ProfileConfig, timeout: float = 10.0) -> str:
             served = [m["id"] for m in resp.json().get("data", []) if "id" in m]
         except (ValueError, AttributeError, TypeError):
             served = []
-    if cfg.model is None:
+    wanted = cfg.models()
+    if not wanted:
         if not served:
             raise ProfileError(f"{models_url} lists no models: pass -m/--model")
-        return served[0]
-    if served and cfg.model not in served:
-        raise ProfileError(
-            f"model {cfg.model!r} (-m/--model) is not served by {target.base_url}; "
-            f"it serves: {', '.join(served)}"
+        model = served[0]
+    else:
+        model = cfg.model or wanted[0]
+        missing = [m for m in wanted if m not in served]
+        if served and missing:
+            raise ProfileError(
+                f"model {', '.join(repr(m) for m in missing)} (-m/--model) is not served by "
+                f"{target.base_url}; it serves: {', '.join(served)}"
+            )
+    if probe:
+        for name in wanted or [model]:
+            probe_request(cfg, name, timeout)
+    return model
+
+
+def probe_body(cfg: ProfileConfig, model: str) -> dict[str, Any]:
+    """The probe's body: the run's shape (endpoint type, streaming, extra inputs) and model,
+    a one-word prompt and one output token."""
+    body: dict[str, Any] = {"model": model}
+    if cfg.endpoint_type == "embeddings":
+        body["input"] = "Hello"
+    else:
+        if cfg.endpoint_type == "chat":
+            body["messages"] = [{"role": "user", "content": "Hello"}]
+        else:
+            body["prompt"] = "Hello"
+        body["stream"] = cfg.streaming
+        if cfg.streaming:
+            body["stream_options"] = {"include_usage": True}
+    body.update(cfg.workload.extra_inputs)
+    if cfg.endpoint_type != "embeddings":
+        body.pop("min_tokens", None)
+        body["max_tokens"] = 1
+        if "max_completion_tokens" in body:
+            body["max_completion_tokens"] = 1
+    return body
+
+
+def _probe_problem(cfg: ProfileConfig, content_type: str, text: str) -> str | None:
+    """What is wrong with a 2xx probe answer for this run's kind, or None if it fits."""
+    want = "data" if cfg.endpoint_type == "embeddings" else "choices"
+    if cfg.streaming:
+        events = [
+            line[5:].strip() for line in text.splitlines() if line.startswith("data:")
+        ]
+        payloads = [e for e in events if e and e != "[DONE]"]
+        if not payloads:
+            return (
+                f"it answered {content_type or 'no content type'} without SSE 'data:' events "
+                "(a streamed reply was asked for; pass --no-streaming if the server cannot "
+                "stream)"
+            )
+        for raw in payloads:
+            try:
+                event = json.loads(raw)
+            except ValueError:
+                return f"an SSE event is not JSON: {raw[:200]!r}"
+            if isinstance(event, dict) and "error" in event:
+                return f"it streamed an error: {json.dumps(event['error'])[:300]}"
+        first = json.loads(payloads[0])
+        if not isinstance(first, dict) or want not in first:
+            return f"its first SSE event has no {want!r}: {payloads[0][:200]!r}"
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return f"it answered {content_type or 'no content type'}, not JSON: {text[:200]!r}"
+    if not isinstance(doc, dict) or want not in doc:
+        return f"its JSON answer has no {want!r}: {text[:200]!r}"
+    return None
+
+
+#: Probe attempts: a 429, a 5xx, a dropped connection or a garbled answer is tried again (a
+#: server under other load, or a flaky one, should not stop a run); other 4xx answers are
+#: the request's fault and fail at once.
+PROBE_ATTEMPTS = 5
+
+
+def probe_request(cfg: ProfileConfig, model: str, timeout: float | None = None) -> None:
+    """Sends one request of the run's kind (:func:`probe_body`) and checks the answer.
+
+    Raises:
+        ProfileError: naming the URL, the settings that shape the request, and what the
+            server answered (status and the start of its body).
+    """
+    error = ""
+    for attempt in range(PROBE_ATTEMPTS):
+        if attempt:
+            time.sleep(0.1 * attempt)
+        error, final = _probe_once(cfg, model, timeout)
+        if not error:
+            return
+        if final:
+            break
+    raise ProfileError(error)
+
+
+def _probe_once(cfg: ProfileConfig, model: str, timeout: float | None) -> tuple[str, bool]:
+    """One probe: ``("", True)`` when it fits the run, else (the error, whether it is final)."""
+    target = Target.from_url(cfg.url, cfg.path())
+    origin = urlsplit(target.base_url)
+    url = f"{origin.scheme}://{origin.netloc}{target.path}"  # exactly where the run sends
+    what = (
+        f"--endpoint-type {cfg.endpoint_type}, model {model!r}, "
+        f"{'streaming' if cfg.streaming else 'not streaming'}"
+    )
+    headers = {**cfg.auth_headers(), "Content-Type": "application/json"}
+    chunks: list[bytes] = []
+    try:
+        body = probe_body(cfg, model)
+        limit = _timeout(cfg, timeout)
+        with httpx.stream("POST", url, headers=headers, json=body, timeout=limit) as resp:
+            size = 0
+            for chunk in resp.iter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= _PROBE_MAX_BYTES:
+                    break
+            status, ctype = resp.status_code, resp.headers.get("content-type", "")
+    except httpx.HTTPError as exc:
+        return f"probe request to {url} ({what}) failed: {exc}", False
+    text = b"".join(chunks).decode("utf-8", "replace").strip()
+    if not 200 <= status < 300:
+        hint = {
+            401: "pass an API key (--api-key-env NAME or --api-key-file PATH)",
+            403: "pass an API key (--api-key-env NAME or --api-key-file PATH)",
+            404: "check --endpoint and --endpoint-type (and -m/--model)",
+            405: "check --endpoint and --endpoint-type",
+        }.get(status, "check --endpoint, --endpoint-type, -m/--model and --extra-inputs")
+        final = 400 <= status < 500 and status not in (408, 429)
+        return (
+            f"probe request to {url} ({what}) answered HTTP {status}: {text[:300]!r}; {hint}",
+            final,
         )
-    return cfg.model
+    problem = _probe_problem(cfg, ctype, text)
+    if problem is not None:
+        return (
+            f"probe request to {url} ({what}): {problem}; check --endpoint and --endpoint-type",
+            False,
+        )
+    return "", True
 
 
 def count_client_tokens(
@@ -139,14 +310,27 @@ async def run_profile(
     wl.endpoint_type = cfg.endpoint_type
     wl.streaming = cfg.streaming and cfg.endpoint_type != "embeddings"
     tok = await asyncio.to_thread(
-        load_tokenizer, cfg.tokenizer, url=cfg.url, model=cfg.model, headers=cfg.auth_headers()
+        load_tokenizer,
+        cfg.tokenizer,
+        url=cfg.url,
+        model=cfg.model,
+        headers=cfg.auth_headers(),
+        revision=cfg.tokenizer_revision,
     )
+    if cfg.load.mode == "fixed_schedule" and cfg.load.schedule_ns is None:
+        if wl.input_file is None:
+            raise ProfileError("--fixed-schedule needs --input-file (a trace with timestamps)")
+        offsets = await asyncio.to_thread(
+            workload_mod.trace_schedule_ns, wl.input_file, wl.endpoint_type
+        )
+        cfg.load = replace(cfg.load, request_count=len(offsets), schedule_ns=tuple(offsets))
     total = expected_total(cfg.load)
-    # An input file is used whole (up to the requests sent); synthetic prompts are cycled.
+    # An input file is used whole (up to the requests sent); synthetic prompts are cycled, and
+    # all --num-dataset-entries of them are built: inputs.json lists them, as GenAI-Perf's does.
     if wl.input_file is not None:
         distinct = total or 1_000_000
     else:
-        distinct = min(total or wl.num_prompts, wl.num_prompts)
+        distinct = wl.num_prompts
     prepared = await asyncio.to_thread(workload_mod.build_requests, wl, tok, distinct)
     bodies = [p.body for p in prepared]
     target = Target.from_url(cfg.url, cfg.path(), cfg.auth_headers())
@@ -160,19 +344,55 @@ async def run_profile(
         if on_window is not None:
             await _maybe_await(on_window(phase))
 
+    # One offset from our monotonic stamps to epoch time, taken as the point starts
+    # (profile_export.json carries epoch ns, as perf_analyzer's does).
+    epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
     await window("start")
-    try:
-        if cfg.load.workers > 1:
-            records = await run_load_workers(target, bodies, cfg.load, progress=progress, stop=stop)
-        else:
-            records = await run_load(target, bodies, cfg.load, progress=progress, stop=stop)
-    finally:
-        await window("end")
+    bounds: list[tuple[int, int]] = []
+    if cfg.stability is not None:
+        load, bounds = await _run_windows(cfg, target, bodies, progress, stop, window)
+    else:
+        try:
+            if cfg.load.workers > 1:
+                load = await run_load_workers(
+                    target, bodies, cfg.load, progress=progress, stop=stop
+                )
+            else:
+                load = await run_load(target, bodies, cfg.load, progress=progress, stop=stop)
+        finally:
+            await window("end")
+    records = load.records
     count_client_tokens(records, tok if cfg.tokenizer != "server" else None, prepared)
+    stability = None
+    if cfg.stability is not None:
+        stability = measure_windows(records, bounds, cfg.stability)
+        settle_records(records, stability)
     streaming = wl.streaming
-    summary = summarize(records, streaming=streaming, slo=cfg.goodput or None)
+    summary = summarize(
+        records,
+        streaming=streaming,
+        slo=cfg.goodput or None,
+        unrecorded_errors=load.unrecorded_errors,
+    )
     summary.interrupted = stop.is_set()
-    summary.client = client_health(progress.loop_lag_ms, cfg.load.workers)
+    summary.stability = stability
+    if (
+        stability is not None
+        and not summary.interrupted
+        and load.stop_reason is None
+        and not summary.window.completed_requests
+    ):
+        summary.stop_reason = (
+            f"no request was sent and completed within the last {stability.reported_windows} "
+            f"windows of {stability.measurement_interval_ms:g} ms: the requests take longer "
+            "than that; raise --measurement-interval"
+        )
+    summary.window.epoch_offset_ns = epoch_offset_ns
+    if load.stop_reason is not None:
+        summary.stop_reason = load.stop_reason
+    summary.client = client_health(
+        progress.loop_lag_ms, cfg.load.workers, load, summary.window.start_ns
+    )
     summary.input_config = cfg.public_dict()
     result = getattr(collector, "result", None)
     if result is not None:
@@ -183,10 +403,57 @@ async def run_profile(
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
         inputs = workload_mod.inputs_json(prepared)
-        write_profile_artifacts(out_dir, records, summary, inputs)
+        write_profile_artifacts(
+            out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies
+        )
         if result is not None:
             await asyncio.to_thread(plot_telemetry, result, out_dir / "telemetry.png")
     return ProfileResult(summary, records, out_dir)
+
+
+async def _run_windows(
+    cfg: ProfileConfig,
+    target: Target,
+    bodies: list[bytes],
+    progress: Progress,
+    stop: asyncio.Event,
+    window: Callable[[str], Any],
+) -> tuple[LoadResult, list[tuple[int, int]]]:
+    """The load of a ``--measurement-interval`` point: no request budget; it runs until the
+    windows agree (:func:`~llmbench.runner.point.stability.watch_windows`), the user stops it,
+    or the target is lost. The window phase ends when the last window does."""
+    assert cfg.stability is not None
+    counters = WindowProgress()
+    load_stop = asyncio.Event()
+    relay = asyncio.ensure_future(_relay(stop, load_stop, counters, progress))
+    watcher = asyncio.ensure_future(
+        watch_windows(counters, cfg.stability, cfg.load.warmup_request_count, load_stop)
+    )
+    try:
+        load = await run_load(target, bodies, cfg.load, progress=counters, stop=load_stop)
+    finally:
+        load_stop.set()
+        relay.cancel()
+        await window("end")
+    bounds = await watcher
+    progress.sent, progress.done, progress.errors = counters.sent, counters.done, counters.errors
+    progress.loop_lag_ms.extend(counters.loop_lag_ms)
+    progress.stalls.extend(counters.stalls)
+    return load, bounds
+
+
+async def _relay(
+    stop: asyncio.Event, load_stop: asyncio.Event, counters: Progress, progress: Progress
+) -> None:
+    """Passes a user's stop on to the windowed load and its counts to the caller's display."""
+    while not load_stop.is_set():
+        progress.sent, progress.done, progress.errors = (
+            counters.sent, counters.done, counters.errors
+        )
+        if stop.is_set():
+            load_stop.set()
+            return
+        await asyncio.sleep(0.05)
 
 
 #: Event-loop lag (ms) above which the client's own timestamps are called into doubt: late
@@ -197,21 +464,60 @@ LOOP_LAG_WARN_P90_MS = 2.0
 LOOP_LAG_WARN_P99_MS = 10.0
 
 
-def client_health(lag_ms: list[float], workers: int) -> ClientHealth:
+def client_health(
+    lag_ms: list[float],
+    workers: int,
+    load: LoadResult | None = None,
+    start_ns: int | None = None,
+) -> ClientHealth:
     """How busy the measuring loop was, with a warning when its stamps may run late.
 
     Every read is stamped when the loop gets to it; a loop that wakes its timers late
-    would have stamped arrivals late by about as much.
+    would have stamped arrivals late by about as much. A single long stall hides in the
+    percentiles (one probe in thousands), so the longest one is named on its own with the
+    requests it overlapped. ``load`` adds the run's stall, ``Retry-After`` and spill figures;
+    ``start_ns`` (the first measured send) places the stall in the run.
     """
     lag = stats(lag_ms)
     warnings = []
+    extra: dict[str, Any] = {}
+    stall = load.longest_stall if load is not None else None
     if lag is not None and (lag.p90 > LOOP_LAG_WARN_P90_MS or lag.p99 > LOOP_LAG_WARN_P99_MS):
+        worst = f", longest stall {stall.ms:.0f} ms" if stall is not None else ""
         warnings.append(
             f"the client's event loop could not keep up (lag p90 {lag.p90:.1f} ms, p99 "
-            f"{lag.p99:.1f} ms): arrival stamps may be late by as much; split the load "
+            f"{lag.p99:.1f} ms{worst}): arrival stamps may be late by as much; split the load "
             f"with --workers {workers + 1} or more"
         )
-    return ClientHealth(workers=workers, loop_lag_ms=lag, warnings=warnings)
+    if stall is not None:
+        at_s = (stall.start_ns - start_ns) / 1e9 if start_ns is not None else None
+        where = f" {at_s:.1f} s into the run" if at_s is not None else ""
+        why = (
+            "the runner itself was busy"
+            if stall.cpu_ms >= stall.ms / 2
+            else "the runner was not scheduled: the machine is too busy to measure on"
+        )
+        warnings.append(
+            f"the client's event loop stalled for {stall.ms:.0f} ms{where} (worker "
+            f"{stall.worker}; it used {stall.cpu_ms:.0f} ms of CPU meanwhile: {why}): the "
+            f"timestamps of the {stall.overlapped_requests} requests in flight across it are "
+            "unreliable (marked loop_stall_ms in their records)"
+        )
+        extra["longest_stall"] = LoopStall(
+            ms=stall.ms,
+            at_s=at_s,
+            worker=stall.worker,
+            overlapped_requests=stall.overlapped_requests,
+            cpu_ms=stall.cpu_ms,
+        )
+    if load is not None:
+        extra["event_loop"] = load.event_loop
+        if load.retry_after_waits:
+            extra["retry_after_waits"] = load.retry_after_waits
+            extra["retry_after_wait_s"] = load.retry_after_wait_s
+        if load.spilled_requests:
+            extra["spilled_requests"] = load.spilled_requests
+    return ClientHealth(workers=workers, loop_lag_ms=lag, warnings=warnings, **extra)
 
 
 async def _maybe_await(x: Any) -> None:

@@ -10,7 +10,7 @@ artefacts alone. Light on purpose: no scraper, parser or plotting library is imp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +18,14 @@ from llmbench.api.results import GPU_SUMMARY_COLUMNS
 
 __all__ = [
     "DISTRIBUTIONS",
+    "GENAI_PERF_DISTRIBUTIONS",
     "METRIC_LABELS",
     "SINGLE_VALUES",
     "MetricLabel",
     "format_gpu_row",
     "format_value",
+    "genai_perf_number",
+    "genai_perf_stat",
 ]
 
 
@@ -33,16 +36,29 @@ def format_value(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-def format_gpu_row(row: Mapping[str, Any]) -> list[str]:
-    """CSV cells of one table-2 row, in :data:`GPU_SUMMARY_COLUMNS` order.
+def genai_perf_number(value: float | None, digits: int = 2) -> str:
+    """A number as GenAI-Perf's ``analyze`` CSV writes it (``f"{v:.2f}"``); ``N/A`` if absent."""
+    return format_value(value, digits)
+
+
+def genai_perf_stat(value: float | None, digits: int = 2) -> str:
+    """A statistic as GenAI-Perf's profile CSV writes it: two decimals with thousands
+    separators (``1,234.50``, which the csv module then quotes); ``N/A`` when absent."""
+    return "N/A" if value is None else f"{value:,.{digits}f}"
+
+
+def format_gpu_row(
+    row: Mapping[str, Any], number: Callable[[float | None, int], str] = format_value
+) -> list[str]:
+    """CSV cells of one GPU-table row, in :data:`GPU_SUMMARY_COLUMNS` order.
 
     Rows come from :meth:`llmbench.api.results.TelemetrySummary.gpu_rows`. Energy keeps six
-    decimals: one point's energy in MJ is small (100 J = 0.0001 MJ).
+    decimals: it is the energy of one point's window in MJ, small (100 J = 0.0001 MJ).
     """
     cells = []
     for c in GPU_SUMMARY_COLUMNS:
         v = row.get(c)
-        cells.append(v if isinstance(v, str) else format_value(v, 6 if "(MJ)" in c else 2))
+        cells.append(v if isinstance(v, str) else number(v, 6 if "(MJ)" in c else 2))
     return cells
 
 
@@ -88,8 +104,9 @@ METRIC_LABELS: dict[str, MetricLabel] = {
     "goodput": MetricLabel("Request Goodput (per sec)", "Goodput", "req/s", "goodput"),
 }
 
-#: Distribution metrics (a :class:`~llmbench.api.results.Stat` each), GenAI-Perf's row order.
-DISTRIBUTIONS = (
+#: GenAI-Perf's distribution metrics (a :class:`~llmbench.api.results.Stat` each) in the row
+#: order of its CSV's first table.
+GENAI_PERF_DISTRIBUTIONS = (
     "time_to_first_token",
     "time_to_second_token",
     "request_latency",
@@ -97,8 +114,11 @@ DISTRIBUTIONS = (
     "output_token_throughput_per_user",
     "output_sequence_length",
     "input_sequence_length",
-    "inter_chunk_gap",
 )
 
-#: Single-valued metrics (``avg`` only), in the order of the CSV's second table.
-SINGLE_VALUES = ("output_token_throughput", "request_throughput", "request_count", "goodput")
+#: Every distribution metric: GenAI-Perf's, then ours.
+DISTRIBUTIONS = (*GENAI_PERF_DISTRIBUTIONS, "inter_chunk_gap")
+
+#: Single-valued metrics (``avg`` only), in the order of GenAI-Perf's second CSV table
+#: (goodput before the request count).
+SINGLE_VALUES = ("output_token_throughput", "request_throughput", "goodput", "request_count")

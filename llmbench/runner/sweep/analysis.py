@@ -5,8 +5,9 @@ GenAI-Perf's ``analyze`` with the questions people run it for answered in the ou
 not, the spread of repeated points, and the cost per million output tokens. Running the sweep
 is :mod:`.run`; the command line that drives both is :mod:`llmbench.cli.analyze`.
 
-Outputs in the run folder: ``analyze_export_genai_perf.csv`` (table 1, and table 2 per GPU when
-telemetry exists) and ``analyze_export_genai_perf.json`` (everything, the model
+Outputs in the run folder: ``analyze_export_genai_perf.csv`` (GenAI-Perf's two tables, built by
+:func:`summary_csv` from the analysis alone: the operator's ``status.summaryCSV`` is the same
+text) and ``analyze_export_genai_perf.json`` (everything, the model
 :class:`~llmbench.api.results.SweepAnalysis`, read back by ``report`` and ``compare``).
 """
 
@@ -22,6 +23,7 @@ from llmbench.api import Spec
 from llmbench.api.results import (
     GPU_SUMMARY_COLUMNS,
     CostSummary,
+    GpuRow,
     KneeSummary,
     PointResult,
     ResultFileError,
@@ -32,7 +34,12 @@ from llmbench.api.results import (
     read_result,
 )
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_summary, write_atomic
-from llmbench.runner.report.tables import METRIC_LABELS, format_gpu_row, format_value
+from llmbench.runner.report.tables import (
+    METRIC_LABELS,
+    format_gpu_row,
+    format_value,
+    genai_perf_number,
+)
 from llmbench.runner.sweep.knee import (
     SloResult,
     find_knee,
@@ -54,12 +61,16 @@ from llmbench.runner.sweep.run import (
 __all__ = [
     "ANALYZE_CSV",
     "ANALYZE_JSON",
+    "ARTICLE_NAMES",
+    "GENAI_PERF_COLUMNS",
     "TABLE1_COLUMNS",
+    "TABLE2_COLUMNS",
     "analysis",
     "analyze_csv",
     "findings",
     "load_analysis",
     "load_sweep",
+    "summary_csv",
     "write_outputs",
 ]
 
@@ -67,25 +78,42 @@ ANALYZE_CSV = "analyze_export_genai_perf.csv"
 ANALYZE_JSON = "analyze_export_genai_perf.json"
 
 _L = METRIC_LABELS
-#: Table 1 columns that show a metric → (PointResult field, PointMetrics attribute); the
-#: headers are spelled by the label table (``p99 TTFT (ms)``, ``Avg. OTT (tok/s)``, ``RPS``).
-METRIC_COLUMNS: dict[str, tuple[str, str]] = {
-    _L["time_to_first_token"].stat("p99"): ("time_to_first_token", "ttft_p99_ms"),
-    _L["inter_token_latency"].stat("p99"): ("inter_token_latency", "itl_p99_ms"),
-    _L["request_latency"].stat("p99"): ("request_latency", "e2e_p99_ms"),
-    _L["output_token_throughput"].stat("Avg."): ("output_token_throughput", "ott"),
-    _L["request_throughput"].name: ("request_throughput", "rps"),
-    f"{_L['goodput'].name} ({_L['goodput'].unit})": ("goodput", "goodput"),
-}
 _GOODPUT_COLUMN = f"{_L['goodput'].name} ({_L['goodput'].unit})"
+#: Table 1 columns that show a PointMetrics figure -> (PointResult field, PointMetrics
+#: attribute), with GenAI-Perf 0.0.16's headers (its ``Record.header()`` strings).
+METRIC_COLUMNS: dict[str, tuple[str, str]] = {
+    "p99 Time To First Token (ms)": ("time_to_first_token", "ttft_p99_ms"),
+    "p99 Inter Token Latency (ms)": ("inter_token_latency", "itl_p99_ms"),
+    "p99 Request Latency (ms)": ("request_latency", "e2e_p99_ms"),
+    "Avg. Output Token Throughput (tokens/sec)": ("output_token_throughput", "ott"),
+    "Request Throughput (requests/sec)": ("request_throughput", "rps"),
+    _GOODPUT_COLUMN: ("goodput", "goodput"),
+}
+_OSL_COLUMN = "p99 Output Sequence Length (tokens)"
 
-#: GenAI-Perf's table 1 columns, always first and in this order.
-TABLE1_COLUMNS = (
-    "Config Name",
-    "Concurrency",
-    "ISL",
-    *(c for c in METRIC_COLUMNS if c != _GOODPUT_COLUMN),
+#: GenAI-Perf's metric columns of table 1, in its order (after the stimulus columns).
+GENAI_PERF_COLUMNS = (
+    "p99 Time To First Token (ms)",
+    "p99 Inter Token Latency (ms)",
+    "p99 Request Latency (ms)",
+    _OSL_COLUMN,
+    "Avg. Output Token Throughput (tokens/sec)",
+    "Request Throughput (requests/sec)",
 )
+
+#: GenAI-Perf's table 1 header of a concurrency sweep, always first and in this order; a
+#: request-rate load says ``Request Rate`` in the second column.
+TABLE1_COLUMNS = ("Config Name", "Concurrency", "ISL", "Num Dataset Entries", *GENAI_PERF_COLUMNS)
+
+#: The short names the GenAI-Perf article (the seed) uses for table 1's columns.
+ARTICLE_NAMES = {
+    "p99 Time To First Token (ms)": "p99 TTFT (ms)",
+    "p99 Inter Token Latency (ms)": "p99 ITL (ms)",
+    "p99 Request Latency (ms)": "p99 Request Latency (ms)",
+    _OSL_COLUMN: "p99 OSL (tokens)",
+    "Avg. Output Token Throughput (tokens/sec)": "Avg. OTT (tok/s)",
+    "Request Throughput (requests/sec)": "RPS",
+}
 
 KNEE_SWEEPS = ("concurrency", "request_rate")
 
@@ -152,10 +180,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
             label=value_label(result.sweep_type, m.value),
             status="failed" if m.failed else "ok",
             reason=m.failed,
-            runs=[
-                RunInfo(name=r.name, status=r.status, reason=r.reason, resumed=r.resumed)
-                for r in group
-            ],
+            runs=[_run_info(r) for r in group],
             metrics=m,
             spreads=spreads,
             unstable=sorted(k for k, s in spreads.items() if s.unstable and s.n > 1),
@@ -164,6 +189,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
             isl=_isl(result, m.value, group),
             achieved_request_rate=_achieved_rate(group),
             **verdict,
+            **_measured_lengths(group),
         ))
     return SweepAnalysis(
         model=result.model,
@@ -203,6 +229,26 @@ def analysis(result: SweepResult) -> SweepAnalysis:
     )
 
 
+def _run_info(run: PointRun) -> RunInfo:
+    """A run's status and, with GPU telemetry, its rows of GenAI-Perf's GPU table."""
+    info = RunInfo(name=run.name, status=run.status, reason=run.reason, resumed=run.resumed)
+    rows = telemetry_rows(run.summary) if run.status == DONE and run.summary else []
+    if rows:
+        info.gpus = [GpuRow.from_row(row) for row in rows]
+    return info
+
+
+def _measured_lengths(group: Sequence[PointRun]) -> dict[str, Any]:
+    """Mean over the repetitions of the measured p99 ISL and OSL (keys only when measured)."""
+    out: dict[str, Any] = {}
+    for key, field in (("isl_p99", "input_sequence_length"), ("osl_p99", "output_sequence_length")):
+        stats = [getattr(s, field) for s in _done(group)]
+        value = _mean([st.p99 for st in stats if st is not None])
+        if value is not None:
+            out[key] = value
+    return out
+
+
 def _achieved_rate(group: Sequence[PointRun]) -> float | None:
     """Mean achieved send rate of an open-loop point: a client that fell behind shows here."""
     return _mean([
@@ -221,12 +267,20 @@ def _isl(result: SweepResult, value: float, group: Sequence[PointRun]) -> float 
     ])
 
 
+def _is_rate(data: SweepAnalysis) -> bool:
+    """Whether the points ran open loop (GenAI-Perf's ``Request Rate`` stimulus column)."""
+    load = data.spec.get("load", {})
+    return data.sweep_type == "request_rate" or load.get("mode") == "request_rate"
+
+
 def table1_columns(data: SweepAnalysis) -> list[str]:
-    """Table 1 header: GenAI-Perf's eight columns, then ours when they apply."""
+    """Table 1 header: GenAI-Perf's ten columns in its order, then ours when they apply."""
     cols = list(TABLE1_COLUMNS)
+    if _is_rate(data):
+        cols[1] = "Request Rate"
     st = data.sweep_type
     if st == "request_rate":
-        cols += ["Request Rate (req/s)", "Achieved Rate (req/s)"]
+        cols.append("Achieved Rate (req/s)")
     if st == "output_sequence_length":
         cols.append("OSL")
     if data.slo is not None:
@@ -235,30 +289,52 @@ def table1_columns(data: SweepAnalysis) -> list[str]:
         cols.append(f"Cost per 1M Output Tokens ({data.cost.currency})")
     if any(p.joules_per_output_token is not None for p in data.points):
         cols.append("Energy per Output Token (J)")
+    if st in KNEE_SWEEPS:
+        cols.append("Knee")
     if data.repetitions > 1:
         cols += ["Repetitions", "Max Spread (%)", "Unstable Metrics"]
     cols.append("Status")
     return cols
 
 
-def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
-    """One point's table 1 cells by column (every column; :func:`table1_columns` picks)."""
-    m = p.metrics
+def _stimulus(data: SweepAnalysis, p: SweepPoint) -> str:
+    """The ``Concurrency`` / ``Request Rate`` cell: the swept value, else the load's own."""
     st = data.sweep_type
+    if st in KNEE_SWEEPS:
+        return f"{p.value:g}"
     load = data.spec.get("load", {})
-    if st == "concurrency":
-        conc = f"{p.value:g}"
-    elif st == "request_rate" or load.get("mode") == "request_rate":
-        mc = load.get("maxConcurrency")
-        conc = str(mc) if mc is not None else "N/A"
-    else:
-        conc = str(load.get("concurrency", 1))
+    if _is_rate(data):
+        rate = load.get("requestRate")
+        return "N/A" if rate is None else f"{float(rate):g}"
+    return str(load.get("concurrency", 1))
+
+
+def _isl_cell(p: SweepPoint) -> str:
+    """GenAI-Perf's ISL: the measured p99 input length as a whole number (the configured
+    length when nothing was measured, N/A when neither is known)."""
+    if p.isl_p99 is not None:
+        return str(int(p.isl_p99))
+    return "N/A" if p.isl is None else f"{p.isl:g}"
+
+
+def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
+    """One point's table 1 cells by column (every column; :func:`table1_columns` picks).
+
+    GenAI-Perf's columns use its number format (two decimals, no thousands separator, as its
+    ``analyze`` writes them); a metric that was not measured is ``N/A``.
+    """
+    m = p.metrics
+    workload = data.spec.get("workload", {})
+    stimulus = _stimulus(data, p)
+    knee = data.knee
     row = {
         "Config Name": p.name,
-        "Concurrency": conc,
-        "ISL": "N/A" if p.isl is None else f"{p.isl:g}",
+        "Concurrency": stimulus,
+        "Request Rate": stimulus,
+        "ISL": _isl_cell(p),
+        "Num Dataset Entries": str(workload.get("numPrompts", 100)),
         **{col: format_value(getattr(m, attr)) for col, (_, attr) in METRIC_COLUMNS.items()},
-        "Request Rate (req/s)": f"{p.value:g}",
+        _OSL_COLUMN: format_value(p.osl_p99),
         "Achieved Rate (req/s)": format_value(p.achieved_request_rate),
         "OSL": f"{p.value:g}",
         "Meets SLO": "yes" if p.meets_slo else "no",
@@ -266,6 +342,7 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
             p.cost_per_million_output_tokens, 4
         ),
         "Energy per Output Token (J)": format_value(p.joules_per_output_token, 4),
+        "Knee": "yes" if knee is not None and knee.name == p.name else "",
         "Repetitions": str(len([r for r in p.runs if r.status == DONE])),
         "Max Spread (%)": format_value(
             max((s.spread_pct for s in p.spreads.values()), default=None), 1
@@ -310,42 +387,64 @@ def findings(data: SweepAnalysis) -> list[tuple[Severity, str]]:
 
 
 def telemetry_rows(summary: PointResult) -> list[dict[str, Any]]:
-    """Table 2 rows (one per GPU) of one point; absent telemetry means no rows, no table 2."""
+    """Table 2 rows (one per GPU) of one point; absent telemetry means no rows."""
     return summary.telemetry.gpu_rows() if summary.telemetry is not None else []
 
 
-#: Table 2: the point, then telemetry's per-GPU columns (GenAI-Perf's GPU table).
+#: Table 2: GenAI-Perf's GPU table (the run, then the per-GPU columns), written even empty.
 TABLE2_COLUMNS = ("Config Name", *GPU_SUMMARY_COLUMNS)
 
 
-def analyze_csv(data: SweepAnalysis, result: SweepResult | None = None) -> str:
-    """``analyze_export_genai_perf.csv``: table 1, and table 2 (per point and GPU) if any."""
+def summary_csv(data: SweepAnalysis) -> str:
+    """``analyze_export_genai_perf.csv`` from the sweep's analysis alone (pure: no files).
+
+    GenAI-Perf 0.0.16's layout, CRLF line ends as Python's csv writes them: table 1, one row
+    per swept value (:func:`table1_columns`: its ten columns, then ours), an empty row, then
+    its GPU table header (always, as GenAI-Perf writes it) and one row per GPU and run, GPU by
+    GPU. The operator's ``status.summaryCSV`` is this text.
+    """
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv.writer(buf)
     cols = table1_columns(data)
     w.writerow(cols)
     for p in data.points:
         row = table1_row(data, p)
         w.writerow([row[c] for c in cols])
-    if result is not None:
-        t2: list[list[str]] = []
-        for r in result.runs:
-            if r.status != DONE or r.summary is None:
-                continue
-            for g in telemetry_rows(r.summary):
-                t2.append([r.name, *format_gpu_row(g)])
-        if t2:
-            w.writerow([])
-            w.writerow(TABLE2_COLUMNS)
-            w.writerows(t2)
+    w.writerow([])
+    w.writerow(TABLE2_COLUMNS)
+    runs = [r for p in data.points for r in p.runs if r.gpus]
+    gpus: list[str] = []
+    for r in runs:
+        gpus += [g.gpu for g in r.gpus or () if g.gpu not in gpus]
+    for gpu in gpus:
+        for r in runs:
+            for g in r.gpus or ():
+                if g.gpu == gpu:
+                    w.writerow([r.name, *format_gpu_row(g.row(), genai_perf_number)])
     return buf.getvalue()
+
+
+def analyze_csv(data: SweepAnalysis, result: SweepResult | None = None) -> str:
+    """:func:`summary_csv`; with ``result``, runs of an analysis saved before the GPU rows
+    were kept in it take theirs from their point results."""
+    if result is not None:
+        by_name = {r.name: r for r in result.runs}
+        points = []
+        for p in data.points:
+            runs = [
+                _run_info(by_name[r.name]) if r.gpus is None and r.name in by_name else r
+                for r in p.runs
+            ]
+            points.append(p.model_copy(update={"runs": runs}))
+        data = data.model_copy(update={"points": points})
+    return summary_csv(data)
 
 
 def write_outputs(result: SweepResult) -> SweepAnalysis:
     """Writes the CSV and JSON exports into the run folder; returns the analysis."""
     data = analysis(result)
     write_atomic(result.run_dir / ANALYZE_JSON, data.to_json(indent=1))
-    write_atomic(result.run_dir / ANALYZE_CSV, analyze_csv(data, result))
+    write_atomic(result.run_dir / ANALYZE_CSV, summary_csv(data))
     return data
 
 

@@ -16,7 +16,8 @@ Sweep values (``--sweep-range start:end[:step]`` or ``--sweep-list a,b,c``):
 
 Concurrency and sequence lengths are whole numbers >= 1; request rates are > 0.
 
-Point folders: ``<model>-<endpoint>-concurrency<N>`` (``request_rate<R>`` for rate sweeps);
+Point folders, GenAI-Perf's: ``<model>-openai-<endpoint-type>-concurrency<N>``
+(``request_rate<R>`` for rate sweeps);
 length sweeps append ``-isl<N>``/``-osl<N>`` to the load's own name; with repetitions,
 ``-rep<k>``.
 """
@@ -189,6 +190,7 @@ def fingerprint(spec: Spec, model: str) -> str:
     d = spec.to_dict()
     d.pop("cost", None)
     d.pop("schedule", None)
+    d.pop("runner", None)  # where and how the runner pod runs, not what it measures
     sw = d.get("sweep")
     if isinstance(sw, dict):
         sw.pop("stopAfterKnee", None)
@@ -379,6 +381,8 @@ async def run_sweep(
             break
         if stop_after_knee and sweep_type in ("concurrency", "request_rate"):
             knee = find_knee(result.metrics(), sweep_type=sweep_type)
+            # An OTT plateau shows only at the point after the knee (k puts it at k-1), and no
+            # later point can move it earlier: once the point past the knee ran, stop.
             if knee is not None and vi >= _index_of(result, knee.value) + 1:
                 result.stopped_after_knee = vi < len(values) - 1
                 break

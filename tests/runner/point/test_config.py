@@ -97,8 +97,7 @@ def test_every_flag_names_a_field_of_the_model() -> None:
     [
         (["--synthetic-input-tokens-stddev", "-1"], "--synthetic-input-tokens-stddev:"),
         (["--output-tokens-mean-deterministic"], "--output-tokens-mean-deterministic:"),
-        (["--url", "vllm:8000"], "--url:"),
-        (["--endpoint", "v1/chat"], "--endpoint:"),
+        (["--url", "ftp://vllm:8000"], "--url:"),
     ],
 )
 def test_spec_errors_name_the_flag(flags: list[str], message: str) -> None:

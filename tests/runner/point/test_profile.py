@@ -20,7 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
+from llmbench.api.results import PointResult
 from llmbench.cli import main
+from llmbench.runner.point.artifacts import load_records
 from llmbench.sim import spawn_sim
 
 SimFactory = Callable[..., str]
@@ -42,12 +44,30 @@ def sim() -> Iterator[SimFactory]:
         proc.wait(10)
 
 
+def point_dir(out: Path) -> Path:
+    """The one point folder GenAI-Perf's layout puts under ``--artifact-dir``."""
+    dirs = [p for p in out.iterdir() if p.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
 def profile(tmp: Path, url: str, *flags: str) -> tuple[int, dict[str, Any]]:
+    """Runs ``llmbench profile`` into ``tmp/art``: the exit code and the point's result with
+    its fields flat (``s["errors"]``, wherever the file keeps them)."""
     out = tmp / "art"
     code = main(["profile", "--url", url, "--artifact-dir", str(out), *flags])
-    summary_file = out / "profile_export_genai_perf.json"
-    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
-    return code, summary
+    if not out.exists():
+        return code, {}
+    summary_file = point_dir(out) / "profile_export_genai_perf.json"
+    if not summary_file.exists():
+        return code, {}
+    result = PointResult.model_validate_json(summary_file.read_text())
+    return code, result.model_dump(mode="json")
+
+
+def records(tmp: Path) -> list[dict[str, Any]]:
+    """Our per-request records of the run in ``tmp/art``, as plain dicts."""
+    return [r.to_json() for r in load_records(point_dir(tmp / "art"))]
 
 
 BASE = ("--synthetic-input-tokens-mean", "64", "--output-tokens-mean", "20",
@@ -74,6 +94,7 @@ def test_reports_injected_ttft_and_itl_with_exact_token_counts(
     # Against what the server really did: the client adds transport time only.
     truth = httpx.get(url + "/sim/records").json()
     recs = truth["records"] if isinstance(truth, dict) else truth
+    recs = recs[1:]  # the first is preflight's one-token probe request, not the run's
     server_ttft = [(r["first_token_ns"] - r["arrival_ns"]) / 1e6 for r in recs]
     assert len(server_ttft) == 40
     gap = s["time_to_first_token"]["avg"] - sum(server_ttft) / len(server_ttft)
@@ -89,10 +110,12 @@ def test_artifacts_have_genai_perf_layout_and_no_secret(sim: SimFactory, tmp_pat
     finally:
         del os.environ["LLMB_TEST_KEY"]
     assert code == 0
-    art = tmp_path / "art"
+    art = point_dir(tmp_path / "art")
+    assert art.name == "llmbench-sim-openai-chat-concurrency2"  # GenAI-Perf's folder name
     names = {p.name for p in art.iterdir()}
     assert names == {"inputs.json", "profile_export.json", "profile_export_genai_perf.json",
-                     "profile_export_genai_perf.csv", "telemetry.png"}
+                     "profile_export_genai_perf.csv", "profile_export_llmbench_requests.jsonl",
+                     "telemetry.png"}
     for p in art.iterdir():
         assert b"s3cr3t-token" not in p.read_bytes(), p.name
     # The target's own /metrics was scraped over the window (vLLM names).
@@ -105,26 +128,38 @@ def test_artifacts_have_genai_perf_layout_and_no_secret(sim: SimFactory, tmp_pat
     assert "Time To First Token (ms)" in labels and "Inter Token Latency (ms)" in labels
     blank = rows.index([])
     assert rows[blank + 1] == ["Metric", "Value"]
-    values = {r[0]: r[1] for r in rows[blank + 2 :]}
+    values = {r[0]: r[1] for r in rows[blank + 2 :] if r}
     assert float(values["Request Count (count)"]) == 10
-    assert float(values["Output Token Throughput (tokens/sec)"]) == pytest.approx(
+    # GenAI-Perf's number format: two decimals, thousands separated (``1,325.98``).
+    assert float(values["Output Token Throughput (tokens/sec)"].replace(",", "")) == pytest.approx(
         s["output_token_throughput"]["avg"], abs=0.01)
-    per_request = json.loads((art / "profile_export.json").read_text())["requests"]
+    # Our records: every request, warm-up included; perf_analyzer's export: the measured ones.
+    per_request = records(tmp_path)
     assert len(per_request) == 13
     assert sum(r["warmup"] for r in per_request) == 3
     first = next(r for r in per_request if not r["warmup"])
     assert first["sent_ns"] < first["first_token_ns"] <= first["last_token_ns"]
     assert len(first["chunk_ns"]) == 20
+    export = json.loads((art / "profile_export.json").read_text())
+    assert export["service_kind"] == "openai" and export["endpoint"] == "v1/chat/completions"
+    (experiment,) = export["experiments"]
+    assert experiment["experiment"] == {"mode": "concurrency", "value": 2}
+    assert len(experiment["requests"]) == 10
+    assert all(len(r["response_timestamps"]) == 20 for r in experiment["requests"])
     assert s["window"]["warmup_requests"] == 3
     assert s["input_config"]["api_key"] == "set"
-    assert len(json.loads((art / "inputs.json").read_text())["data"]) >= 1
+    # inputs.json: --num-dataset-entries entries (default 100), however few were sent.
+    assert len(json.loads((art / "inputs.json").read_text())["data"]) == 100
+    genai_perf = json.loads((art / "profile_export_genai_perf.json").read_text())
+    assert genai_perf["input_config"]["endpoint"]["service_kind"] == "openai"
+    assert "errors" not in genai_perf and genai_perf["llmbench"]["errors"]["total"] == 0
 
 
 def test_concurrency_keeps_exactly_n_in_flight(sim: SimFactory, tmp_path: Path) -> None:
     url = sim("--ttft-ms", "20", "--itl-ms", "2")
     code, _ = profile(tmp_path, url, "--concurrency", "8", "--request-count", "80", *BASE)
     assert code == 0
-    reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
+    reqs = records(tmp_path)
     events = sorted([(r["sent_ns"], 1) for r in reqs] + [(r["last_token_ns"], -1) for r in reqs])
     last_send = max(r["sent_ns"] for r in reqs)
     inflight, peak, area, prev = 0, 0, 0.0, events[0][0]
@@ -147,7 +182,7 @@ def test_request_rate_records_schedule_and_achieved_rate(sim: SimFactory, tmp_pa
     d = s["dispatch"]
     assert d["achieved_request_rate"] == pytest.approx(40, rel=0.1)
     assert d["lag_ms"]["p50"] < 5.0
-    reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
+    reqs = records(tmp_path)
     scheduled = sorted(r["scheduled_ns"] for r in reqs)
     gaps = [(b - a) / 1e6 for a, b in zip(scheduled, scheduled[1:], strict=False)]
     assert min(gaps) == pytest.approx(25.0, abs=0.01) and max(gaps) == pytest.approx(25.0, abs=0.01)
@@ -158,7 +193,7 @@ def test_poisson_schedule_is_seeded_and_irregular(sim: SimFactory, tmp_path: Pat
     code, s = profile(tmp_path, url, "--request-rate", "50", "--request-rate-mode", "poisson",
                       "--request-count", "60", "--random-seed", "7", *BASE)
     assert code == 0
-    reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
+    reqs = records(tmp_path)
     scheduled = sorted(r["scheduled_ns"] for r in reqs)
     gaps = [(b - a) / 1e6 for a, b in zip(scheduled, scheduled[1:], strict=False)]
     assert max(gaps) > 2 * min(gaps)
@@ -228,7 +263,7 @@ def test_worker_processes_split_the_slots_and_merge_records(
                       "--warmup-request-count", "4", "--workers", "2", *BASE)
     assert code == 0
     assert s["request_count"]["avg"] == 24
-    reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
+    reqs = records(tmp_path)
     assert {r["worker"] for r in reqs} == {0, 1}
     assert s["client"]["workers"] == 2 and s["client"]["loop_lag_ms"] is not None
     assert sorted(r["index"] for r in reqs) == list(range(28))
@@ -269,7 +304,7 @@ def test_unknown_model_fails_before_the_run_naming_it(
         (["--concurrency", "2", "--request-rate", "3"], "--request-rate"),
         (["--goodput", "latency:3"], "--goodput"),
         (["--goodput", "ttft:-1"], "--goodput"),
-        (["--extra-inputs", "novalue"], "--extra-inputs"),
+        (["--extra-inputs", "a:b:c"], "--extra-inputs"),
         (["--max-concurrency", "3"], "--max-concurrency"),
         (["--api-key-env", "LLMB_SURELY_UNSET_VAR"], "--api-key-env"),
         (["--request-rate", "0"], "--request-rate"),
@@ -306,7 +341,9 @@ def test_sigterm_writes_what_was_measured(sim: SimFactory, tmp_path: Path) -> No
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    s = json.loads((art / "profile_export_genai_perf.json").read_text())
+    s = PointResult.model_validate_json(
+        (point_dir(art) / "profile_export_genai_perf.json").read_text()
+    ).model_dump(mode="json")
     assert s["interrupted"] is True
     assert 0 < s["request_count"]["avg"] < 100000
     assert s["output_sequence_length"]["min"] == 20
@@ -332,7 +369,7 @@ def test_input_file_rows_are_all_sent_with_their_output_lengths(
     code, s = profile(tmp_path, url, "--input-file", str(data), "--concurrency", "4",
                       "--request-count", "120", "--extra-inputs", "ignore_eos:true")
     assert code == 0
-    reqs = json.loads((tmp_path / "art" / "profile_export.json").read_text())["requests"]
+    reqs = records(tmp_path)
     assert sorted(r["output_tokens"] for r in reqs) == [5 + i for i in range(120)]
     assert all(r["requested_output_tokens"] == r["output_tokens"] for r in reqs)
 
@@ -346,14 +383,17 @@ def test_simulated_dcgm_exporter_feeds_the_gpu_table(sim: SimFactory, tmp_path: 
     assert code == 0
     gpus = s["telemetry"]["gpus"]
     assert len(gpus) == 2
-    text = (tmp_path / "art" / "profile_export_genai_perf.csv").read_text()
-    table = text.split("\n\n")[-1].splitlines()
-    assert table[0].startswith("GPU,UUID,p99 GPU Power Usage (W),GPU Energy Consumption (MJ)")
-    assert len(table) == 3
+    text = (point_dir(tmp_path / "art") / "profile_export_genai_perf.csv").read_bytes().decode()
+    tables = text.split("\r\n\r\n")  # CRLF, as Python's csv module (and GenAI-Perf) write
+    power = [r for r in csv.reader(tables[2].splitlines()) if r[0] == "GPU Power Usage (W)"]
+    assert tables[2].startswith("Metric,GPU,avg,min,max,p99,")
+    assert [r[1] for r in power] == ["gpu0", "gpu1"]
     # Loaded GPUs draw more than idle (70 W) and their energy counter moved.
-    for row in table[1:]:
-        cells = row.split(",")
-        assert float(cells[2]) > 70.0 and float(cells[3]) > 0.0
+    energy = [r for r in csv.reader(tables[2].splitlines()) if r[0] == "Energy Consumption (MJ)"]
+    for row in power:
+        assert float(row[2]) > 70.0
+    assert len(energy) == 2 and all(float(r[2]) > 0.0 for r in energy)
+    assert tables[3].splitlines()[0] == "Metric,GPU,Value"
     # Filtering by a pod that is not there keeps no GPU.
     code, s = profile(tmp_path / "other", url, "--concurrency", "2", "--request-count", "4",
                       "--server-metrics-url", url + "/dcgm/metrics", "--gpu-pod", "other-pod",

@@ -55,7 +55,7 @@ def test_analyze_writes_valid_pngs_and_report(sweep_dir: Path) -> None:
     for b64 in images:
         assert_png(base64.b64decode(b64))
     assert "analyze_export_genai_perf.csv" in html and "max OTT under SLO" in html
-    assert "<table>" in html and "llmbench-sim-chat-concurrency4" in html
+    assert "<table>" in html and "llmbench-sim-openai-chat-concurrency4" in html
 
 
 def test_report_rebuilds_from_saved_artefacts(sweep_dir: Path, tmp_path: Path,
@@ -73,7 +73,7 @@ def test_report_rebuilds_from_saved_artefacts(sweep_dir: Path, tmp_path: Path,
 
 
 def test_report_of_one_profile_folder(sweep_dir: Path) -> None:
-    point = sweep_dir / "llmbench-sim-chat-concurrency2"
+    point = sweep_dir / "llmbench-sim-openai-chat-concurrency2"
     assert main(["report", str(point)]) == 0
     html = (point / REPORT_HTML).read_text()
     assert "Time To First Token (ms)" in html

@@ -2,7 +2,8 @@
 
 The simulator decodes at most 4 sequences at once (``--max-num-seqs 4``), so from
 concurrency 8 on half the requests queue for a whole request before their first token: p99
-TTFT more than doubles and OTT stops growing. The knee must be reported at 8 and, with a p99
+TTFT more than doubles and OTT stops growing. Throughput saturated at 4, so the knee must be
+reported at 4 (OTT plateau rule, with the p99 TTFT rule firing later at 8) and, with a p99
 TTFT limit between the two regimes, the max load under SLO at 4.
 """
 
@@ -22,7 +23,7 @@ import pytest
 from llmbench.cli import main
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, ANALYZE_JSON, TABLE1_COLUMNS
 from llmbench.runner.sweep.run import CHECKPOINT
-from llmbench.sim import spawn_sim
+from tests.sim_process import running_sim
 
 # TTFT 60 ms, 20 output tokens at 2 ms: one request takes ~100 ms, so a queued request's TTFT
 # is >= 160 ms (2.7x) while unqueued ones stay near 60 ms. The margins (SLO 130 ms) absorb
@@ -37,19 +38,16 @@ LOAD = [
 
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
-    url, proc = spawn_sim(SIM_ARGS)
-    try:
+    with running_sim(SIM_ARGS) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def read_csv(path: Path) -> list[list[str]]:
+    """Table 1 of ``analyze_export_genai_perf.csv`` (up to the empty row before the GPU table,
+    which GenAI-Perf writes even without telemetry)."""
     with path.open(newline="") as f:
-        return list(csv.reader(f))
+        rows = list(csv.reader(f))
+    return rows[: rows.index([])]
 
 
 def test_knee_and_max_under_slo_at_known_concurrency(
@@ -62,29 +60,33 @@ def test_knee_and_max_under_slo_at_known_concurrency(
     err = capsys.readouterr().err
     assert rc == 0, err
     data = json.loads((out / ANALYZE_JSON).read_text())
-    assert data["knee"]["value"] == 8, data["knee_message"]
-    # Both rules hold at 8 (TTFT x2.7, OTT flat); a noisy lowest-load p99 may hide the first.
-    assert set(data["knee"]["rules"]) <= {"ttft_p99", "ott_plateau"}
-    assert data["slo"]["best"] == "llmbench-sim-chat-concurrency4"
-    assert data["slo"]["first_failure"] == "llmbench-sim-chat-concurrency8"
-    assert "knee at concurrency 8: " in err
+    assert data["knee"]["value"] == 4, data["knee_message"]
+    # 8 adds no throughput over 4 (same 4 slots); its doubled TTFT is the later rule
+    assert data["knee"]["rules"] == ["ott_plateau"], data["knee_message"]
+    assert data["slo"]["best"] == "llmbench-sim-openai-chat-concurrency4"
+    assert data["slo"]["first_failure"] == "llmbench-sim-openai-chat-concurrency8"
+    assert "knee at concurrency 4 (OTT plateau rule): OTT grew " in err
+    assert "from concurrency 4 to concurrency 8" in err
     assert "max OTT under SLO (ttft_p99 130):" in err and "at concurrency 4" in err
     assert "first failing point: concurrency 8 (p99 TTFT" in err
 
     rows = read_csv(out / ANALYZE_CSV)
     assert rows[0] == [*TABLE1_COLUMNS, "Goodput (req/s)", "Meets SLO",
-                       "Cost per 1M Output Tokens (EUR)", "Status"]
+                       "Cost per 1M Output Tokens (EUR)", "Knee", "Status"]
     assert [r[0] for r in rows[1:]] == [
-        f"llmbench-sim-chat-concurrency{c}" for c in (1, 2, 4, 8, 16)
+        f"llmbench-sim-openai-chat-concurrency{c}" for c in (1, 2, 4, 8, 16)
     ]
     assert [r[1] for r in rows[1:]] == ["1", "2", "4", "8", "16"]
-    assert all(r[2] == "16" and r[-1] == "ok" for r in rows[1:])
+    # ISL: GenAI-Perf's measured p99 input length; Num Dataset Entries: its default 100
+    assert all(r[2] == "16" and r[3] == "100" and r[-1] == "ok" for r in rows[1:])
+    assert [r[-2] for r in rows[1:]] == ["", "", "yes", "", ""]  # the knee
     c4 = rows[3]
-    assert c4[9] == "yes" and rows[4][9] == "no"
+    assert c4[11] == "yes" and rows[4][11] == "no"
+    assert c4[7] == "20.00"  # p99 output sequence length
     # cost per million output tokens = P / (OTT x 3600) x 1e6; P = 3.6 -> 1000 / OTT
-    assert float(c4[10]) == pytest.approx(1000 / float(c4[6]), rel=1e-3)
+    assert float(c4[12]) == pytest.approx(1000 / float(c4[8]), rel=1e-3)
     for c in (1, 2, 4, 8, 16):
-        point = out / f"llmbench-sim-chat-concurrency{c}"
+        point = out / f"llmbench-sim-openai-chat-concurrency{c}"
         assert (point / "profile_export_genai_perf.json").exists()
         assert (point / "profile_export.json").exists()
     assert json.loads((out / CHECKPOINT).read_text())["complete"] is True
@@ -101,16 +103,16 @@ def test_resume_after_interruption_repeats_no_finished_point(
     assert main(argv) == 0
     # Simulate a sweep killed while concurrency 4 ran: its entry never reached the checkpoint.
     ckpt = json.loads((out / CHECKPOINT).read_text())
-    del ckpt["points"]["llmbench-sim-chat-concurrency4"]
+    del ckpt["points"]["llmbench-sim-openai-chat-concurrency4"]
     ckpt["complete"] = False
     (out / CHECKPOINT).write_text(json.dumps(ckpt))
-    before = {c: (out / f"llmbench-sim-chat-concurrency{c}" / "profile_export.json").stat()
+    before = {c: (out / f"llmbench-sim-openai-chat-concurrency{c}" / "profile_export.json").stat()
               .st_mtime_ns for c in (1, 2, 4)}
     capsys.readouterr()
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "resuming from" in err and "2 of 3 points already done" in err
-    after = {c: (out / f"llmbench-sim-chat-concurrency{c}" / "profile_export.json").stat()
+    after = {c: (out / f"llmbench-sim-openai-chat-concurrency{c}" / "profile_export.json").stat()
              .st_mtime_ns for c in (1, 2, 4)}
     assert after[1] == before[1] and after[2] == before[2]
     assert after[4] != before[4]
@@ -135,12 +137,13 @@ def test_killed_process_resumes(sim_url: str, tmp_path: Path) -> None:
     proc.wait(30)
     proc.stderr.close()
     ckpt = json.loads((out / CHECKPOINT).read_text())
-    assert list(ckpt["points"]) == ["llmbench-sim-chat-concurrency1"]
-    first = (out / "llmbench-sim-chat-concurrency1" / "profile_export.json").stat().st_mtime_ns
+    assert list(ckpt["points"]) == ["llmbench-sim-openai-chat-concurrency1"]
+    point1 = out / "llmbench-sim-openai-chat-concurrency1"
+    first = (point1 / "profile_export.json").stat().st_mtime_ns
     done = subprocess.run([str(exe), *argv[1:]], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "1 of 2 points already done" in done.stderr
-    assert (out / "llmbench-sim-chat-concurrency1" / "profile_export.json").stat(
+    assert (out / "llmbench-sim-openai-chat-concurrency1" / "profile_export.json").stat(
     ).st_mtime_ns == first
 
 
@@ -163,7 +166,7 @@ def test_ctrl_c_keeps_finished_points_and_exits_130(sim_url: str, tmp_path: Path
     assert proc.wait(30) == 130, err
     assert "run the same command again to resume" in err
     ckpt = json.loads((out / CHECKPOINT).read_text())
-    assert list(ckpt["points"]) == ["llmbench-sim-chat-concurrency1"]
+    assert list(ckpt["points"]) == ["llmbench-sim-openai-chat-concurrency1"]
     assert ckpt["complete"] is False
     assert len(read_csv(out / ANALYZE_CSV)) == 2
 
@@ -186,7 +189,8 @@ def test_server_down_point_recorded_with_reason(
     rows = read_csv(out / ANALYZE_CSV)
     assert len(rows) == 3
     assert all(r[-1].startswith("failed: ") and "127.0.0.1" in r[-1] for r in rows[1:]), rows
-    assert "failed points: m-chat-concurrency1, m-chat-concurrency2" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "failed points: m-openai-chat-concurrency1, m-openai-chat-concurrency2" in err
     rc = main(["analyze", "-u", url, "-m", "m", "--no-preflight", "--sweep-list", "1,2",
                "--request-count", "2", "--on-point-failure", "stop", "--restart",
                "--artifact-dir", str(out), "--no-plots"])
@@ -266,13 +270,14 @@ spec:
     out = tmp_path / "out"
     assert main(["analyze", "-f", str(f), "--artifact-dir", str(out), "--no-plots"]) == 0
     rows = read_csv(out / ANALYZE_CSV)
-    assert rows[0] == [*TABLE1_COLUMNS, "Request Rate (req/s)", "Achieved Rate (req/s)",
-                       "Repetitions", "Max Spread (%)", "Unstable Metrics", "Status"]
-    assert [r[0] for r in rows[1:]] == ["llmbench-sim-chat-request_rate40",
-                                         "llmbench-sim-chat-request_rate80"]
-    assert rows[1][1] == "16" and rows[1][8] == "40" and rows[1][10] == "2"
-    assert float(rows[1][9]) == pytest.approx(40, rel=0.25)  # achieved vs target rate
-    assert (out / "llmbench-sim-chat-request_rate80-rep2").is_dir()
+    assert rows[0] == ["Config Name", "Request Rate", *TABLE1_COLUMNS[2:],
+                       "Achieved Rate (req/s)", "Knee", "Repetitions", "Max Spread (%)",
+                       "Unstable Metrics", "Status"]
+    assert [r[0] for r in rows[1:]] == ["llmbench-sim-openai-chat-request_rate40.0",
+                                         "llmbench-sim-openai-chat-request_rate80.0"]
+    assert rows[1][1] == "40" and rows[1][12] == "2"
+    assert float(rows[1][10]) == pytest.approx(40, rel=0.25)  # achieved vs target rate
+    assert (out / "llmbench-sim-openai-chat-request_rate80.0-rep2").is_dir()
     data = json.loads((out / ANALYZE_JSON).read_text())
     assert set(data["points"][0]["spreads"]["ott"]) >= {"mean", "std", "min", "max",
                                                          "spread_pct", "unstable"}
@@ -289,8 +294,8 @@ def test_sequence_length_sweeps(sim_url: str, tmp_path: Path, capsys: pytest.Cap
     rows = read_csv(out / ANALYZE_CSV)
     assert rows[0] == [*TABLE1_COLUMNS, "Status"]
     assert [(r[0], r[1], r[2]) for r in rows[1:]] == [
-        ("llmbench-sim-chat-concurrency2-isl8", "2", "8"),
-        ("llmbench-sim-chat-concurrency2-isl32", "2", "32"),
+        ("llmbench-sim-openai-chat-concurrency2-isl8", "2", "8"),
+        ("llmbench-sim-openai-chat-concurrency2-isl32", "2", "32"),
     ]
     out = tmp_path / "osl"
     assert main(["analyze", "-u", sim_url, "--sweep-type", "output_sequence_length",
@@ -298,7 +303,7 @@ def test_sequence_length_sweeps(sim_url: str, tmp_path: Path, capsys: pytest.Cap
                  "--artifact-dir", str(out)]) == 0
     rows = read_csv(out / ANALYZE_CSV)
     assert rows[0] == [*TABLE1_COLUMNS, "OSL", "Status"]
-    assert [r[8] for r in rows[1:]] == ["2", "6"]
+    assert [r[10] for r in rows[1:]] == ["2", "6"]
 
 
 @pytest.fixture()
@@ -336,15 +341,21 @@ def test_gpu_telemetry_adds_table_2_and_energy_per_token(
     text = (out / ANALYZE_CSV).read_text()
     table1, table2 = text.split("\n\n")
     rows1 = list(csv.reader(table1.splitlines()))
-    assert rows1[0][-2:] == ["Energy per Output Token (J)", "Status"]
-    assert all(float(r[-2]) > 0 for r in rows1[1:])
+    assert rows1[0][-3:] == ["Energy per Output Token (J)", "Knee", "Status"]
+    assert all(float(r[-3]) > 0 for r in rows1[1:])
     rows2 = list(csv.reader(table2.splitlines()))
-    assert rows2[0] == ["Config Name", "GPU", "UUID", "p99 GPU Power Usage (W)",
-                        "GPU Energy Consumption (MJ)", "p99 GPU Utilization (%)",
-                        "p99 GPU Memory Used (GB)"]
-    assert [r[0] for r in rows2[1:]] == ["llmbench-sim-chat-concurrency2"] * 2 + [
-        "llmbench-sim-chat-concurrency4"] * 2
-    assert all(float(r[3]) > 300 for r in rows2[1:])  # 70 + 580 x 0.5 W at load 0.5
+    # GenAI-Perf's GPU table: GPU by GPU, each with every run
+    assert rows2[0] == ["Config Name", "GPU", "p99 GPU Power Usage (W)",
+                        "p99 GPU Energy Consumption (MJ)", "p99 GPU Utilization (%)",
+                        "p99 GPU Memory Used (GB)", "Avg. GPU Power Limit (W)",
+                        "Avg. GPU Total Memory (GB)"]
+    assert [(r[0], r[1]) for r in rows2[1:]] == [
+        ("llmbench-sim-openai-chat-concurrency2", "gpu0"),
+        ("llmbench-sim-openai-chat-concurrency4", "gpu0"),
+        ("llmbench-sim-openai-chat-concurrency2", "gpu1"),
+        ("llmbench-sim-openai-chat-concurrency4", "gpu1"),
+    ]
+    assert all(float(r[2]) > 300 for r in rows2[1:])  # 70 + 580 x 0.5 W at load 0.5
 
 
 def test_shipped_sim_example_runs_locally(sim_url: str, tmp_path: Path) -> None:
@@ -362,6 +373,6 @@ def test_shipped_sim_example_runs_locally(sim_url: str, tmp_path: Path) -> None:
     assert main(["analyze", "-f", str(f), "--artifact-dir", str(out), "--no-plots"]) == 0
     data = json.loads((out / ANALYZE_JSON).read_text())
     assert [p["name"] for p in data["points"]] == [
-        "llmbench-sim-chat-concurrency1", "llmbench-sim-chat-concurrency2"]
+        "llmbench-sim-openai-chat-concurrency1", "llmbench-sim-openai-chat-concurrency2"]
     assert data["cost"] == {"price_per_hour": 2.5, "currency": "EUR"}
     assert data["slo"]["limits"] == {"ttft_p99": 150, "itl_p99": 20}

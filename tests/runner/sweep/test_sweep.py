@@ -18,6 +18,7 @@ from llmbench.api import Spec, parse_sweep_list, sweep_values
 from llmbench.api.results import ErrorKind, Errors, PointResult
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON
 from llmbench.runner.point.profile import ProfileError, ProfileResult
+from llmbench.runner.sweep.analysis import analysis
 from llmbench.runner.sweep.run import (
     CHECKPOINT,
     CheckpointError,
@@ -91,7 +92,8 @@ def summary(ttft: float, ott: float, completed: int = 10) -> PointResult:
 
 
 class FakeRunner:
-    """Knee at concurrency 8 (TTFT doubles, OTT flat); records every point it ran."""
+    """Knee at concurrency 4 (OTT +2.5 % from 4 to 8; TTFT doubles only at 8); records every
+    point it ran."""
 
     CURVE = {1: (10, 100), 2: (10, 200), 4: (11, 400), 8: (40, 410), 16: (90, 405),
              32: (200, 400)}
@@ -136,7 +138,7 @@ def test_points_run_in_order_into_genai_perf_folders(tmp_path: Path) -> None:
     runner = FakeRunner()
     res, _ = sweep(make_spec(), tmp_path, runner)
     assert [c for c, _ in runner.ran] == [1, 2, 4, 8, 16, 32]
-    assert runner.ran[0][1] == tmp_path / "m_odel-chat-concurrency1"
+    assert runner.ran[0][1] == tmp_path / "m_odel-openai-chat-concurrency1"
     ckpt = json.loads((tmp_path / CHECKPOINT).read_text())
     assert ckpt["complete"] and len(ckpt["points"]) == 6
     assert [m.value for m in res.metrics()] == [1, 2, 4, 8, 16, 32]
@@ -152,10 +154,10 @@ def test_resume_repeats_no_finished_point(tmp_path: Path) -> None:
     assert [c for c, _ in second.ran] == [8, 16, 32]  # 8 was interrupted: it runs again
     assert any(
         m.startswith(f"resuming from {tmp_path / CHECKPOINT}: 3 of 6 points already done")
-        and m.endswith("continuing with m_odel-chat-concurrency8")
+        and m.endswith("continuing with m_odel-openai-chat-concurrency8")
         for m in msgs
     )
-    assert res.resumed == [f"m_odel-chat-concurrency{c}" for c in (1, 2, 4)]
+    assert res.resumed == [f"m_odel-openai-chat-concurrency{c}" for c in (1, 2, 4)]
     assert [m.value for m in res.metrics()] == [1, 2, 4, 8, 16, 32]
     third = FakeRunner()
     _, msgs = sweep(make_spec(), tmp_path, third)
@@ -186,7 +188,7 @@ def test_failed_point_recorded_and_sweep_continues(tmp_path: Path) -> None:
     assert len(failed) == 1 and "connection refused" in (failed[0].reason or "")
     assert any("FAILED" in m for m in msgs)
     ckpt = json.loads((tmp_path / CHECKPOINT).read_text())
-    assert ckpt["points"]["m_odel-chat-concurrency2"]["status"] == "failed"
+    assert ckpt["points"]["m_odel-openai-chat-concurrency2"]["status"] == "failed"
     # a resume retries the failed point only
     again = FakeRunner()
     sweep(make_spec("1,2,4"), tmp_path, again)
@@ -211,10 +213,29 @@ def test_point_with_no_completed_request_fails_with_error_counts(tmp_path: Path)
 
 
 def test_stop_after_knee_runs_one_point_past_it(tmp_path: Path) -> None:
+    """The OTT plateau shows at 8 and puts the knee at 4: 8 is the point past it, stop."""
     runner = FakeRunner()
     res, _ = sweep(make_spec(stopAfterKnee=True), tmp_path, runner)
-    assert [c for c, _ in runner.ran] == [1, 2, 4, 8, 16]  # knee at 8, one more, stop
+    assert [c for c, _ in runner.ran] == [1, 2, 4, 8]
     assert res.stopped_after_knee
+    data = analysis(res)
+    assert data.knee is not None and data.knee.value == 4 and data.knee.rules == ["ott_plateau"]
+
+
+class TtftKneeRunner(FakeRunner):
+    """OTT keeps growing; p99 TTFT doubles at 4 (the knee), and one more point runs."""
+
+    CURVE = {1: (10, 100), 2: (12, 200), 4: (25, 380), 8: (60, 700), 16: (130, 720),
+             32: (300, 730)}
+
+
+def test_stop_after_a_ttft_knee_runs_one_point_past_it(tmp_path: Path) -> None:
+    runner = TtftKneeRunner()
+    res, _ = sweep(make_spec(stopAfterKnee=True), tmp_path, runner)
+    assert [c for c, _ in runner.ran] == [1, 2, 4, 8]
+    assert res.stopped_after_knee
+    data = analysis(res)
+    assert data.knee is not None and data.knee.value == 4 and data.knee.rules == ["ttft_p99"]
 
 
 def test_repetitions_folders_and_spread(tmp_path: Path) -> None:
@@ -223,8 +244,8 @@ def test_repetitions_folders_and_spread(tmp_path: Path) -> None:
     runner = FakeRunner()
     res, _ = sweep(spec, tmp_path, runner)
     assert [p.name for _, p in runner.ran] == [
-        "m_odel-chat-concurrency1-rep1", "m_odel-chat-concurrency1-rep2",
-        "m_odel-chat-concurrency2-rep1", "m_odel-chat-concurrency2-rep2",
+        "m_odel-openai-chat-concurrency1-rep1", "m_odel-openai-chat-concurrency1-rep2",
+        "m_odel-openai-chat-concurrency2-rep1", "m_odel-openai-chat-concurrency2-rep2",
     ]
     assert len(res.points()) == 2
 
