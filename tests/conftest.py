@@ -32,3 +32,4 @@ def serve_http() -> Iterator[ServeHTTP]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+

@@ -32,8 +32,17 @@ from typing import Any
 import yaml
 
 from .spec import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, Spec
+from .status import BenchmarkStatus
 
-__all__ = ["CATEGORIES", "CRD_NAME", "crd", "crd_yaml", "spec_schema"]
+__all__ = [
+    "CATEGORIES",
+    "CRD_NAME",
+    "PRINTER_COLUMNS",
+    "crd",
+    "crd_yaml",
+    "spec_schema",
+    "status_schema",
+]
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CATEGORIES = ("llmbench",)
@@ -154,12 +163,74 @@ def spec_schema() -> dict[str, Any]:
     return schema
 
 
-def crd() -> dict[str, Any]:
-    """The full ``apiextensions.k8s.io/v1`` CustomResourceDefinition of ``LLMBenchmark``.
+def _strip_defaults(node: Any) -> Any:
+    """The status schema without defaults: the operator writes status, nothing is filled in."""
+    if isinstance(node, dict):
+        return {k: _strip_defaults(v) for k, v in node.items() if k != "default"}
+    if isinstance(node, list):
+        return [_strip_defaults(v) for v in node]
+    return node
 
-    The status is left open for now (``x-kubernetes-preserve-unknown-fields``); the operator's
-    status types will be declared here when they exist.
+
+def status_schema() -> dict[str, Any]:
+    """The structural schema of ``status``, from :class:`~llmbench.api.status.BenchmarkStatus`.
+
+    Why declared (not preserve-unknown-fields): ``kubectl explain`` documents it, and the API
+    server keeps exactly these fields, so a typo in the operator shows up as a missing field in
+    a test instead of a silent extra one.
     """
+    raw = BenchmarkStatus.model_json_schema(by_alias=True, mode="serialization")
+    schema, _ = _convert(raw, raw.get("$defs", {}))
+    out: dict[str, Any] = _strip_defaults(schema)
+    out.pop("required", None)
+    return out
+
+
+_CONDITION = '.status.conditions[?(@.type=="{}")].status'
+
+#: ``kubectl get llmb`` columns; priority 1 appears with ``-o wide``.
+PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+    {
+        "name": "Knee",
+        "type": "string",
+        "jsonPath": ".status.knee.label",
+        "description": "The knee: concurrency or request rate to size for.",
+    },
+    {
+        "name": "Max OTT",
+        "type": "number",
+        "format": "float",
+        "jsonPath": ".status.maxUnderSLO.ott",
+        "description": "Highest output token throughput (tok/s) meeting every SLO.",
+    },
+    {
+        "name": "p99 TTFT",
+        "type": "number",
+        "format": "float",
+        "jsonPath": ".status.maxUnderSLO.ttftP99Ms",
+        "description": "p99 time to first token (ms) at that point.",
+    },
+    {"name": "Valid", "type": "string", "jsonPath": _CONDITION.format("MeasurementValid")},
+    {"name": "Last Run", "type": "date", "jsonPath": ".status.lastRunTime"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Run", "type": "integer", "jsonPath": ".status.run", "priority": 1},
+    {"name": "Sweep", "type": "string", "jsonPath": ".spec.sweep.type", "priority": 1},
+    {
+        "name": "Max Load",
+        "type": "number",
+        "jsonPath": ".status.maxUnderSLO.value",
+        "priority": 1,
+        "description": "The swept value of the best point under SLO.",
+    },
+    {"name": "Job", "type": "string", "jsonPath": ".status.job", "priority": 1},
+    {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
+)
+
+
+def crd() -> dict[str, Any]:
+    """The full ``apiextensions.k8s.io/v1`` CustomResourceDefinition of ``LLMBenchmark``."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -181,6 +252,7 @@ def crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
+                    "additionalPrinterColumns": [dict(c) for c in PRINTER_COLUMNS],
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
@@ -191,10 +263,7 @@ def crd() -> dict[str, Any]:
                                 "kind": {"type": "string"},
                                 "metadata": {"type": "object"},
                                 "spec": spec_schema(),
-                                "status": {
-                                    "type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": True,
-                                },
+                                "status": status_schema(),
                             },
                             "required": ["spec"],
                         }

@@ -114,6 +114,9 @@ __all__ = [
     "LOAD_MODES",
     "ON_POINT_FAILURE",
     "PLACEMENTS",
+    "Runner",
+    "RunnerLimits",
+    "RunnerRequests",
     "PLURAL",
     "RANGE_PATTERN",
     "SHORT_NAMES",
@@ -150,6 +153,7 @@ LoadMode = Literal["concurrency", "request_rate"]
 RateMode = Literal["constant", "poisson"]
 Placement = Literal["SameNode", "SameZone", "Any"]
 OnPointFailure = Literal["continue", "stop"]
+ModelSelectionStrategy = Literal["round_robin", "random"]
 
 ENDPOINT_TYPES: tuple[str, ...] = get_args(EndpointType)
 LOAD_MODES: tuple[str, ...] = get_args(LoadMode)
@@ -192,8 +196,14 @@ Bool = Annotated[bool, Strict()]
 # patterns shared by CEL (RE2) and Python; see rules.re2_matches
 # ----------------------------------------------------------------------------------------------
 
-#: An http(s) URL with a host (what target.url and a telemetry URL must start with).
-URL_PATTERN = r"^https?://[^/ \t\n\r\f\v]+"
+#: An http(s) URL with a host and, if any, a port from 1 to 65535 (what target.url and a
+#: telemetry URL must start with): ``http://127.0.0.1:99999`` is refused here, naming the field,
+#: instead of failing later inside the URL parser.
+URL_PATTERN = (
+    r"^https?://(?:[^/?#@ \t\n\r\f\v]*@)?(?:\[[0-9A-Fa-f:.]+\]|[^/?#@:\[\] \t\n\r\f\v]+)"
+    r"(?::(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]"
+    r"|6553[0-5]))?(?:[/?#]|$)"
+)
 
 _NUM = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,2})?"
 #: ``start:end`` or ``start:end:step``, plain decimal numbers (exponent at most two digits, so
@@ -293,8 +303,8 @@ TargetUrl = Annotated[
         (
             Rule(
                 name="target.url-is-http",
-                message="target.url must be an http:// or https:// URL with a host, "
-                "e.g. http://vllm:8000",
+                message="target.url must be an http:// or https:// URL with a host and, if "
+                "any, a port from 1 to 65535, e.g. http://vllm:8000",
                 cel=f"self.matches({cel_string(URL_PATTERN)})",
                 check=lambda url: re2_matches(URL_PATTERN, url),
             ),
@@ -478,6 +488,18 @@ class OutputTokens(ApiModel):
 class Workload(ApiModel):
     """What each request sends."""
 
+    RULES = (
+        Rule(
+            name="workload.prefix-prompts-synthetic-only",
+            message="workload.numPrefixPrompts applies to synthetic prompts; remove it or "
+            "workload.inputFile",
+            cel="!has(self.numPrefixPrompts) || self.numPrefixPrompts == 0 || "
+            "!has(self.inputFile)",
+            check=lambda w: w.num_prefix_prompts == 0 or w.input_file is None,
+            field_path=".numPrefixPrompts",
+        ),
+    )
+
     input_tokens: TokenDistribution = Field(
         default_factory=TokenDistribution, description="Synthetic prompt length."
     )
@@ -492,10 +514,42 @@ class Workload(ApiModel):
         max_length=4096,
         description="'default', a local path, a cached hub id, or 'server'.",
     )
+    tokenizer_revision: Str | None = Field(
+        default=None,
+        max_length=256,
+        description="With a hub id: the cached snapshot of this branch, tag or commit.",
+    )
     seed: Int = Field(default=0, ge=0, description="Random seed for prompts and schedules.")
     num_prompts: Int = Field(default=100, ge=1, description="Distinct synthetic prompts.")
+    models: list[Annotated[str, Strict(), Field(min_length=1, max_length=512)]] | None = Field(
+        default=None,
+        max_length=64,
+        description="Several served models (GenAI-Perf's -m A B): each prompt is sent to one "
+        "of them, by modelSelectionStrategy.",
+    )
+    model_selection_strategy: ModelSelectionStrategy = Field(
+        default="round_robin",
+        description="With models: prompt i goes to model i mod N (round_robin) or a seeded "
+        "random one (random).",
+    )
     input_file: Str | None = Field(
-        default=None, max_length=4096, description="JSONL prompts instead of synthetic."
+        default=None,
+        max_length=4096,
+        description="Prompts instead of synthetic ones: GenAI-Perf's JSONL rows (text or "
+        "messages, output_length, timestamp, Mooncake input_length/hash_ids) or ShareGPT "
+        "conversations, one object a line or one JSON array.",
+    )
+    num_prefix_prompts: Int = Field(
+        default=0,
+        ge=0,
+        le=100000,
+        description="Shared-prefix prompts (GenAI-Perf's --num-prefix-prompts): a pool of this "
+        "many prefixes, each synthetic prompt starting with one of them (0: none).",
+    )
+    prefix_prompt_length: PositiveInt = Field(
+        default=100,
+        le=1000000,
+        description="Tokens of each shared prefix (exact), added to the synthetic length.",
     )
 
 
@@ -521,6 +575,53 @@ class Load(ApiModel):
             check=lambda ld: ld.max_concurrency is None or ld.mode == "request_rate",
             field_path=".maxConcurrency",
         ),
+        Rule(
+            name="load.stability-needs-interval",
+            message="load.stabilityPercentage needs load.measurementIntervalMs (the window it "
+            "compares)",
+            cel="!has(self.stabilityPercentage) || has(self.measurementIntervalMs)",
+            check=lambda ld: ld.stability_percentage is None
+            or ld.measurement_interval_ms is not None,
+            field_path=".stabilityPercentage",
+        ),
+        Rule(
+            name="load.interval-is-the-budget",
+            message="load.measurementIntervalMs bounds the measurement by stable windows; "
+            "remove load.requestCount and load.measurementDurationSeconds",
+            cel="!has(self.measurementIntervalMs) || (!has(self.requestCount) && "
+            "!has(self.measurementDurationSeconds))",
+            check=lambda ld: ld.measurement_interval_ms is None
+            or (ld.request_count is None and ld.measurement_duration_seconds is None),
+            field_path=".measurementIntervalMs",
+        ),
+        Rule(
+            name="load.interval-one-worker",
+            message="load.measurementIntervalMs needs load.workers 1 (the windows are watched "
+            "in the client's own process)",
+            cel="!has(self.measurementIntervalMs) || "
+            "(has(self.workers) ? self.workers : 1) == 1",
+            check=lambda ld: ld.measurement_interval_ms is None or ld.workers == 1,
+            field_path=".measurementIntervalMs",
+        ),
+        Rule(
+            name="load.fixed-schedule-is-the-load",
+            message="load.fixedSchedule sends the trace's rows at their timestamps: remove "
+            "load.requestRate, load.requestCount, load.measurementDurationSeconds, "
+            "load.measurementIntervalMs and load.warmupRequestCount, and keep load.workers 1",
+            cel="!(has(self.fixedSchedule) && self.fixedSchedule) || "
+            f"({_cel_value('self.mode', 'concurrency')} == 'concurrency' && "
+            "!has(self.requestRate) && !has(self.requestCount) && "
+            "!has(self.measurementDurationSeconds) && !has(self.measurementIntervalMs) && "
+            "(has(self.warmupRequestCount) ? self.warmupRequestCount : 0) == 0 && "
+            "(has(self.workers) ? self.workers : 1) == 1)",
+            check=lambda ld: not ld.fixed_schedule or (
+                ld.mode == "concurrency" and ld.request_rate is None
+                and ld.request_count is None and ld.measurement_duration_seconds is None
+                and ld.measurement_interval_ms is None and ld.warmup_request_count == 0
+                and ld.workers == 1
+            ),
+            field_path=".fixedSchedule",
+        ),
     )
 
     mode: LoadMode = Field(default="concurrency", description="Closed or open loop.")
@@ -542,6 +643,24 @@ class Load(ApiModel):
         default=0, ge=0, description="Requests sent first and excluded."
     )
     workers: Int = Field(default=1, ge=1, description="Client processes.")
+    measurement_interval_ms: Float | None = Field(
+        default=None,
+        gt=0,
+        le=86400000,
+        description="Time windows of this many ms (GenAI-Perf's --measurement-interval): the "
+        "load runs until the last three windows agree within stabilityPercentage, at most 10.",
+    )
+    stability_percentage: Float | None = Field(
+        default=None,
+        gt=0,
+        description="With measurementIntervalMs: how far (max / min − 1, in %) the last three "
+        "windows' request throughput and mean latency may differ (default 999).",
+    )
+    fixed_schedule: Bool = Field(
+        default=False,
+        description="Trace replay (GenAI-Perf's --fixed-schedule): every row of "
+        "workload.inputFile once, each sent at its timestamp (ms) after the first row's.",
+    )
 
 
 def _range_parts(sweep: Sweep) -> list[float] | None:
@@ -745,10 +864,11 @@ class Slo(ApiModel):
     RULES = (
         Rule(
             name="slo.goodput-ratio-needs-latency-limit",
-            message="slo.goodputRatio needs at least one latency limit to count "
-            "(ttftP99Ms, itlP99Ms or e2eP99Ms)",
+            message="slo.goodputRatio needs at least one per-request limit to count "
+            "(ttftP99Ms, itlP99Ms, e2eP99Ms, ttstP99Ms or minOutputTokenThroughputPerUser)",
             cel="!has(self.goodputRatio) || has(self.ttftP99Ms) || has(self.itlP99Ms) || "
-            "has(self.e2eP99Ms)",
+            "has(self.e2eP99Ms) || has(self.ttstP99Ms) || "
+            "has(self.minOutputTokenThroughputPerUser)",
             check=lambda s: s.goodput_ratio is None or bool(s.per_request()),
             field_path=".goodputRatio",
         ),
@@ -757,6 +877,15 @@ class Slo(ApiModel):
     ttft_p99_ms: Float | None = Field(default=None, gt=0, description="p99 TTFT limit.")
     itl_p99_ms: Float | None = Field(default=None, gt=0, description="p99 ITL limit.")
     e2e_p99_ms: Float | None = Field(default=None, gt=0, description="p99 request latency limit.")
+    ttst_p99_ms: Float | None = Field(
+        default=None, gt=0, description="Time-to-second-token limit (counts towards goodput)."
+    )
+    min_output_token_throughput_per_user: Float | None = Field(
+        default=None,
+        gt=0,
+        description="Floor on output tokens/s per request, 1000 / ITL ms (counts towards "
+        "goodput).",
+    )
     goodput_ratio: Float | None = Field(
         default=None,
         gt=0,
@@ -776,7 +905,13 @@ class Slo(ApiModel):
 
     def per_request(self) -> dict[str, float]:
         """The per-request limits that define goodput (``--goodput`` keys)."""
-        pairs = {"ttft": self.ttft_p99_ms, "itl": self.itl_p99_ms, "e2e": self.e2e_p99_ms}
+        pairs = {
+            "ttft": self.ttft_p99_ms,
+            "itl": self.itl_p99_ms,
+            "e2e": self.e2e_p99_ms,
+            "ttst": self.ttst_p99_ms,
+            "otpu": self.min_output_token_throughput_per_user,
+        }
         return {k: v for k, v in pairs.items() if v is not None}
 
 
@@ -800,9 +935,50 @@ class Cost(ApiModel):
     currency: Str = Field(default="EUR", max_length=16, description="Currency label of the price.")
 
 
+#: A Kubernetes resource quantity as the runner block takes it (``500m``, ``2``, ``1Gi``).
+Quantity = Annotated[
+    str,
+    Strict(),
+    Field(max_length=32, pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"),
+]
+
+
+class RunnerRequests(ApiModel):
+    """CPU and memory the runner pod asks the scheduler for (no GPU, ever)."""
+
+    cpu: Quantity = Field(default="500m", description="CPU request, e.g. 500m.")
+    memory: Quantity = Field(default="512Mi", description="Memory request, e.g. 512Mi.")
+
+
+class RunnerLimits(ApiModel):
+    """CPU and memory the runner pod may use; the runner sizes its response buffer to this."""
+
+    cpu: Quantity = Field(default="2", description="CPU limit, e.g. 2.")
+    memory: Quantity = Field(default="2Gi", description="Memory limit, e.g. 2Gi.")
+
+
+class Runner(ApiModel):
+    """The runner Job the operator creates for each run."""
+
+    image: Annotated[str, Strict(), Field(min_length=1, max_length=512)] | None = Field(
+        default=None, description="Runner image; default: the operator's --runner-image."
+    )
+    requests: RunnerRequests = Field(
+        default_factory=RunnerRequests, description="Pod resource requests."
+    )
+    limits: RunnerLimits = Field(default_factory=RunnerLimits, description="Pod resource limits.")
+    timeout_seconds: PositiveInt | None = Field(
+        default=None, description="Whole-run deadline (the Job's activeDeadlineSeconds)."
+    )
+    backoff_limit: Int = Field(
+        default=3, ge=0, le=20, description="Runner pod retries; a retry resumes the sweep."
+    )
+
+
 _EMBEDDINGS = f"{_cel_value('self.target.endpointType', 'chat')} == 'embeddings'"
 _SWEEP_TYPE = _cel_value("self.sweep.type", "concurrency")
 _LOAD_MODE = _cel_value("self.load.mode", "concurrency")
+_FIXED = "has(self.load) && has(self.load.fixedSchedule) && self.load.fixedSchedule"
 
 
 class Spec(ApiModel):
@@ -835,12 +1011,25 @@ class Spec(ApiModel):
         ),
         Rule(
             name="spec.embeddings-no-latency-slo",
-            message="latency SLOs (ttftP99Ms, itlP99Ms, e2eP99Ms) need a generating endpoint: "
+            message="latency SLOs (ttftP99Ms, itlP99Ms, e2eP99Ms, ttstP99Ms, "
+            "minOutputTokenThroughputPerUser) need a generating endpoint: "
             "target.endpointType chat or completions",
             cel=f"!({_EMBEDDINGS}) || !has(self.slo) || !(has(self.slo.ttftP99Ms) || "
-            "has(self.slo.itlP99Ms) || has(self.slo.e2eP99Ms))",
+            "has(self.slo.itlP99Ms) || has(self.slo.e2eP99Ms) || has(self.slo.ttstP99Ms) || "
+            "has(self.slo.minOutputTokenThroughputPerUser))",
             check=lambda s: s.target.endpoint_type != "embeddings" or not s.slo.per_request(),
             field_path=".slo",
+        ),
+        Rule(
+            name="spec.fixed-schedule-needs-a-trace",
+            message="load.fixedSchedule replays workload.inputFile (rows with a timestamp in "
+            "ms) as one point: set workload.inputFile and remove sweep",
+            cel=f"!({_FIXED}) || (has(self.workload) && has(self.workload.inputFile) && "
+            "!has(self.sweep))",
+            check=lambda s: not s.load.fixed_schedule or (
+                s.workload.input_file is not None and s.sweep is None
+            ),
+            field_path=".load.fixedSchedule",
         ),
     )
 
@@ -862,6 +1051,9 @@ class Spec(ApiModel):
     )
     cost: Cost = Field(
         default_factory=Cost, description="Price per hour, for cost per output token."
+    )
+    runner: Runner = Field(
+        default_factory=Runner, description="The runner Job: image, resources, deadline, retries."
     )
 
     # The manifest's namespace is not part of the spec; kept beside it for Service DNS names.

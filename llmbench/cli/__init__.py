@@ -26,6 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("llmbench.cli.compare", "compare two profiles or sweeps; exit 1 on regression"),
     "sim": ("llmbench.sim.cli", "run the built-in OpenAI-compatible simulator"),
     "crd": ("llmbench.cli.crd", "print the LLMBenchmark CustomResourceDefinition"),
+    "job": ("llmbench.cli.job", "the runner inside the operator's Job: sweep into a ConfigMap"),
+    "operator": ("llmbench.cli.operator", "run the Kubernetes operator (kopf)"),
 }
 
 

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel
 
 from llmbench.api import GROUP, KIND, PLURAL, VERSION, Spec, spec_rules
-from llmbench.api.crd import CRD_NAME, crd, crd_yaml, spec_schema
+from llmbench.api.crd import CRD_NAME, PRINTER_COLUMNS, crd, crd_yaml, spec_schema, status_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "llmbench.io_llmbenchmarks.yaml"
@@ -98,10 +98,12 @@ def test_identity_of_the_resource() -> None:
     assert version["subresources"] == {"status": {}}
     root = version["schema"]["openAPIV3Schema"]
     assert root["type"] == "object" and root["required"] == ["spec"]
-    assert root["properties"]["status"] == {
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-    }
+    assert root["properties"]["status"] == status_schema()
+    status = root["properties"]["status"]["properties"]
+    assert {"phase", "progress", "points", "knee", "maxUnderSLO", "summaryCSV", "conditions"} <= (
+        set(status)
+    )
+    assert status["phase"]["enum"] == ["Pending", "Queued", "Running", "Succeeded", "Failed"]
     assert root["properties"]["spec"] == spec_schema()
 
 
@@ -236,3 +238,25 @@ def test_field_paths_name_declared_fields() -> None:
         node = node_at(schema, path)
         for part in rule.field_path.strip(".").split("."):
             node = node["properties"][part]
+
+
+def test_printer_columns_point_at_declared_status_fields() -> None:
+    """Every column's path exists in the schema, so ``kubectl get llmb`` never prints <none>
+    for a field the API server pruned."""
+    version = crd()["spec"]["versions"][0]
+    assert version["additionalPrinterColumns"] == [dict(c) for c in PRINTER_COLUMNS]
+    names = [c["name"] for c in PRINTER_COLUMNS if not c.get("priority")]
+    assert names == [
+        "Phase", "Progress", "Knee", "Max OTT", "p99 TTFT", "Valid", "Last Run", "Age",
+    ]
+    root = version["schema"]["openAPIV3Schema"]
+    for column in PRINTER_COLUMNS:
+        path = column["jsonPath"].split("[")[0].lstrip(".").split(".")
+        node = root
+        for part in path:
+            if part == "metadata":
+                break
+            node = node["properties"][part]
+            if node.get("type") == "array":
+                node = node["items"]
+        assert node["type"] in {"object", "string", "number", "integer", "array"}, column

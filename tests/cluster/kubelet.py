@@ -491,10 +491,14 @@ class PodRunner:
 
     @staticmethod
     def _rewrite(s: str, rewrites: dict[str, str]) -> str:
-        for src in sorted(rewrites, key=len, reverse=True):
-            dst = rewrites[src]
-            s = re.sub(re.escape(src) + r"(?=/|$|[^\w.-])", dst.replace("\\", "\\\\"), s)
-        return s
+        """Every mount path in ``s`` replaced by its host directory, in one pass: a replaced
+        path is never rewritten again (the pod directory may itself lie under a mount path
+        such as ``/tmp``), and the longest mount path wins where two share a prefix."""
+        if not rewrites:
+            return s
+        alternatives = "|".join(re.escape(src) for src in sorted(rewrites, key=len, reverse=True))
+        pattern = re.compile(f"(?:{alternatives})(?=/|$|[^\\w.-])")
+        return pattern.sub(lambda m: rewrites[m.group(0)], s)
 
     def _argv_env(self, c: dict, base_rewrites: dict[str, str], base_env: dict[str, str]):
         rewrites = dict(base_rewrites)
@@ -979,6 +983,11 @@ class Kubelet:
             grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
         log(f"pod {runner.ns}/{runner.name}: killing (grace {grace}s)")
         runner.kill(float(grace))
+        # Like a real kubelet, report the terminal phase before the final delete: the Job
+        # controller holds its tracking finalizer on the pod until it sees Failed/Succeeded.
+        runner.thread.join(timeout=10)
+        if not deleted:
+            runner._finish_pod()
         with self.lock:
             self.pods.pop(runner.uid, None)
         if not deleted:

@@ -190,6 +190,29 @@ def k8s(k8s_cluster: K8s) -> K8s:
     return k8s_cluster
 
 
+CRD_FILE = REPO_ROOT / "crds" / "llmbench.io_llmbenchmarks.yaml"
+
+
+@pytest.fixture(scope="session")
+def crd_installed(k8s_cluster: K8s) -> K8s:
+    """The generated LLMBenchmark CRD applied, Established, and its endpoint serving."""
+    k8s = k8s_cluster
+    k8s.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+
+    def established() -> bool:
+        obj = k8s.get("crd", "llmbenchmarks.llmbench.io")
+        conditions = (obj or {}).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    k8s.wait_for("CRD llmbenchmarks.llmbench.io to be Established", established, 60)
+    k8s.wait_for(
+        "the llmbenchmarks endpoint to serve",
+        lambda: k8s.kubectl("get", "llmbenchmarks", "-A", check=False).returncode == 0,
+        30,
+    )
+    return k8s
+
+
 @pytest.fixture
 def namespace(k8s_cluster: K8s) -> Iterator[str]:
     """A fresh namespace, deleted (without waiting) after the test."""

@@ -15,7 +15,6 @@ import random
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,13 +32,10 @@ from llmbench.api import (
     SpecError,
     spec_rules,
 )
-from llmbench.api.crd import CRD_NAME
+from tests.shipped_examples import EXAMPLES, example_benchmarks
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-CRD_FILE = ROOT / "crds" / "llmbench.io_llmbenchmarks.yaml"
-EXAMPLES = ROOT / "examples"
 URL = {"url": "http://127.0.0.1:8000"}
 RULES = {r.name: r for _, r in spec_rules()}
 
@@ -78,29 +74,9 @@ def python_issues(spec: dict[str, Any]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def crd_ready(k8s_cluster: Any) -> Any:
-    """The generated CRD applied and Established (and its REST endpoint serving)."""
-    k8s = k8s_cluster
-    k8s.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-
-    def established() -> bool:
-        obj = k8s.get("crd", CRD_NAME)
-        conditions = (obj or {}).get("status", {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    k8s.wait_for(f"CRD {CRD_NAME} to be Established", established, 60)
-
-    def serving() -> bool:
-        try:
-            create(k8s, "default", body({"target": URL}))
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    k8s.wait_for("the llmbenchmarks endpoint to serve", serving, 30)
-    return k8s
+def crd_ready(crd_installed: Any) -> Any:
+    """The generated CRD applied, Established and serving (conftest's ``crd_installed``)."""
+    return crd_installed
 
 
 @pytest.fixture(scope="module")
@@ -114,25 +90,27 @@ def bench_ns(crd_ready: Any) -> Iterator[str]:
         crd_ready.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def example_docs() -> list[tuple[str, dict[str, Any]]]:
-    out = []
-    for f in sorted(EXAMPLES.glob("*.yaml")):
-        for doc in yaml.safe_load_all(f.read_text()):
-            if isinstance(doc, dict) and doc.get("kind") == KIND:
-                out.append((f.name, doc))
-    return out
-
-
 # ------------------------------------------------------------------------------------------
 def test_every_example_is_accepted(crd_ready: Any, bench_ns: str) -> None:
-    docs = example_docs()
-    assert len(docs) >= 2
+    docs = example_benchmarks()
+    assert len(docs) >= 5
     for fname, doc in docs:
         obj = copy.deepcopy(doc)
         obj["metadata"]["namespace"] = bench_ns
         created = create(crd_ready, bench_ns, obj)
         assert created["metadata"]["name"] == doc["metadata"]["name"], fname
         Spec.from_manifest(doc)
+
+
+def test_the_examples_kustomization_builds_and_is_accepted(crd_ready: Any) -> None:
+    """What a GitOps tool applies from examples/: kustomize renders it, the API server admits
+    every object (server-side dry run, in the namespace the kustomization sets)."""
+    rendered = crd_ready.kubectl("kustomize", str(EXAMPLES)).stdout
+    kinds = [d["kind"] for d in yaml.safe_load_all(rendered) if d]
+    assert kinds.count(KIND) >= 2 and "Secret" in kinds
+    if crd_ready.get("namespace", "llm") is None:
+        crd_ready.kubectl("create", "namespace", "llm")
+    crd_ready.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)
 
 
 @dataclass(frozen=True)
@@ -211,6 +189,27 @@ INVALID = [
         {"target": EMBEDDINGS, "sweep": {"type": "output_sequence_length", "values": [8]}},
     ),
     rule_case("spec.embeddings-no-latency-slo", {"target": EMBEDDINGS, "slo": {"ttftP99Ms": 50}}),
+    rule_case("load.stability-needs-interval", {"target": URL, "load": {"stabilityPercentage": 5}}),
+    rule_case(
+        "load.interval-is-the-budget",
+        {"target": URL, "load": {"measurementIntervalMs": 100, "requestCount": 5}},
+    ),
+    rule_case(
+        "load.interval-one-worker",
+        {"target": URL, "load": {"measurementIntervalMs": 100, "workers": 2}},
+    ),
+    rule_case(
+        "load.fixed-schedule-is-the-load",
+        {"target": URL, "load": {"fixedSchedule": True, "warmupRequestCount": 2},
+         "workload": {"inputFile": "/data/trace.jsonl"}},
+    ),
+    rule_case(
+        "spec.fixed-schedule-needs-a-trace", {"target": URL, "load": {"fixedSchedule": True}}
+    ),
+    rule_case(
+        "workload.prefix-prompts-synthetic-only",
+        {"target": URL, "workload": {"numPrefixPrompts": 2, "inputFile": "/data/p.jsonl"}},
+    ),
     # the same rules reached another way
     Invalid(
         "bad cron: values out of range",
@@ -333,7 +332,7 @@ def test_python_only_rules_are_the_operators_to_report(crd_ready: Any, bench_ns:
 
 def test_object_read_back_parses_with_the_models_defaults(crd_ready: Any, bench_ns: str) -> None:
     """The server fills defaults from the CRD; they must be the model's, field for field."""
-    specs = [doc["spec"] for _, doc in example_docs()] + [
+    specs = [doc["spec"] for _, doc in example_benchmarks()] + [
         {"target": {"url": "http://h:1"}},
         {
             "target": {"service": {"name": "vllm"}, "endpointType": "completions"},

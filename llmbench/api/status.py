@@ -1,0 +1,178 @@
+"""The ``LLMBenchmark`` status and the run digest the runner Job hands back to the operator.
+
+Why here, beside the spec: three parties read these shapes and must agree byte for byte. The
+runner writes a :class:`RunDigest` into its results ConfigMap after each point (and, shortened,
+into its termination message); the operator copies it into :class:`BenchmarkStatus` and adds
+what only it knows (phase, conditions, stack, queue); the CRD declares the status schema from
+these same models, so the API server keeps every field the operator writes (kopf and the API
+server prune undeclared status fields) and ``kubectl get llmb`` has columns to print.
+
+Everything is optional and ``None`` is left out when dumped (:func:`dump`): a merge patch with
+a missing key keeps the old value, and the API server prunes nulls of non-nullable fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "PHASES",
+    "BenchmarkStatus",
+    "Condition",
+    "ConditionStatus",
+    "KneeStatus",
+    "MaxUnderSloStatus",
+    "NodeInfo",
+    "Phase",
+    "PointStatus",
+    "RunDigest",
+    "StackStatus",
+    "dump",
+]
+
+Phase = Literal["Pending", "Queued", "Running", "Succeeded", "Failed"]
+PHASES: tuple[str, ...] = ("Pending", "Queued", "Running", "Succeeded", "Failed")
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+def _camel(name: str) -> str:
+    """``e2e_p99_ms`` -> ``e2eP99Ms``, as the spec's SLO field is spelled (not ``e2EP99Ms``)."""
+    return to_camel(name).replace("e2E", "e2e")
+
+
+class StatusModel(BaseModel):
+    """camelCase keys like the spec; unknown keys ignored, so an older status still reads."""
+
+    model_config = ConfigDict(
+        extra="ignore", alias_generator=_camel, validate_by_alias=True, validate_by_name=True
+    )
+
+
+def dump(model: BaseModel) -> dict[str, Any]:
+    """The JSON mapping of a status object: manifest keys, ``None`` left out."""
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+class Condition(StatusModel):
+    """A Kubernetes API convention condition; ``lastTransitionTime`` moves only on a flip."""
+
+    type: str
+    status: ConditionStatus
+    reason: str = Field(description="CamelCase reason.")
+    message: str = ""
+    last_transition_time: str | None = Field(default=None, description="RFC 3339 UTC.")
+    observed_generation: int | None = None
+
+
+class PointStatus(StatusModel):
+    """One finished point of the sweep (repetitions averaged): what a user sizes from."""
+
+    name: str = Field(description="The point's artefact folder name.")
+    value: float = Field(description="The swept value (concurrency, rate, ISL or OSL).")
+    state: Literal["Succeeded", "Failed"]
+    reason: str | None = Field(default=None, description="Why the point failed.")
+    ttft_p99_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    ott: float | None = Field(default=None, description="Output token throughput (tok/s).")
+    rps: float | None = Field(default=None, description="Request throughput (req/s).")
+    goodput: float | None = Field(default=None, description="Requests meeting every SLO per s.")
+    slo_met: bool | None = Field(default=None, description="Every SLO met (None: no SLO).")
+    gpu_power_w: float | None = Field(default=None, description="Mean power, summed over GPUs.")
+    gpu_energy_j: float | None = Field(default=None, description="Energy in the window, summed.")
+    gpu_utilization_pct: float | None = Field(default=None, description="Mean over GPUs.")
+    gpus: int | None = Field(default=None, description="GPUs whose metrics were kept.")
+    valid: bool | None = Field(default=None, description="No validity warning on this point.")
+    warnings: list[str] = Field(default_factory=list, description="Validity warnings, short.")
+
+
+class KneeStatus(StatusModel):
+    """Where throughput stops paying for latency, and the rule that said so."""
+
+    reached: bool = False
+    value: float | None = None
+    label: str | None = Field(default=None, description="The value as printed, e.g. '16'.")
+    rule: str | None = Field(default=None, description="'ott-saturation' or 'ttft-2x'.")
+    message: str = ""
+
+
+class MaxUnderSloStatus(StatusModel):
+    """The highest-throughput point that meets every SLO, and the first one that does not."""
+
+    value: float | None = None
+    ott: float | None = None
+    ttft_p99_ms: float | None = None
+    first_failing_value: float | None = None
+    first_failing_metric: str | None = None
+    message: str = ""
+
+
+class RunDigest(StatusModel):
+    """What the runner reports after each point: written to the results ConfigMap whole and,
+    trimmed to fit 4 KiB, to the termination message when the ConfigMap cannot be written."""
+
+    run: int = Field(default=1, description="The run number this digest belongs to.")
+    total: int = Field(default=0, description="Points (x repetitions) the sweep will run.")
+    done: int = Field(default=0, description="Points finished (failed included).")
+    points: list[PointStatus] = Field(default_factory=list)
+    knee: KneeStatus | None = None
+    max_under_slo: MaxUnderSloStatus | None = Field(default=None, alias="maxUnderSLO")
+    valid: bool | None = Field(default=None, description="Every point's measurement valid.")
+    invalid_reasons: list[str] = Field(default_factory=list)
+    error_rate: float | None = Field(default=None, description="Errors / requests, all points.")
+    finished: bool = Field(default=False, description="The sweep ended (all points or stopped).")
+    failed: str | None = Field(default=None, description="Why the run failed as a whole.")
+    runner_node: str | None = None
+    stopped_after_knee: bool | None = None
+
+
+class NodeInfo(StatusModel):
+    """A node that hosts a target pod, with its GPU labels (NVIDIA GPU feature discovery)."""
+
+    name: str
+    zone: str | None = None
+    gpu_product: str | None = None
+    gpu_count: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+
+
+class StackStatus(StatusModel):
+    """What was measured: the serving image by digest, its args, nodes, and the runner."""
+
+    target_pods: list[str] = Field(default_factory=list)
+    target_image: str | None = None
+    target_image_id: str | None = Field(default=None, description="containerStatuses imageID.")
+    target_args: list[str] = Field(default_factory=list)
+    nodes: list[NodeInfo] = Field(default_factory=list)
+    runner_node: str | None = None
+    runner_image: str | None = None
+    telemetry_urls: list[str] = Field(default_factory=list)
+
+
+class BenchmarkStatus(StatusModel):
+    """``status`` of an ``LLMBenchmark``."""
+
+    phase: Phase | None = None
+    observed_generation: int | None = None
+    run: int | None = Field(default=None, description="Run number; each new run adds one.")
+    progress: str | None = Field(default=None, description="'done/total' points.")
+    points: list[PointStatus] = Field(default_factory=list)
+    knee: KneeStatus | None = None
+    max_under_slo: MaxUnderSloStatus | None = Field(default=None, alias="maxUnderSLO")
+    summary_csv: str | None = Field(
+        default=None, alias="summaryCSV", description="analyze_export_genai_perf.csv."
+    )
+    results_config_map: str | None = Field(
+        default=None, description="The owned ConfigMap holding the full results of the run."
+    )
+    job: str | None = Field(default=None, description="The runner Job of the current run.")
+    stack: StackStatus | None = None
+    queued_behind: str | None = Field(default=None, description="The benchmark holding the Lease.")
+    started_time: str | None = Field(default=None, description="When the runner Job was created.")
+    last_run_time: str | None = Field(default=None, description="When the last run finished.")
+    message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)

@@ -1,0 +1,88 @@
+"""``llmbench operator``: the kopf operator that turns ``LLMBenchmark`` resources into runner
+Jobs and their results into status.
+
+Needs the ``operator`` extra (``pip install 'llmbench[operator]'``: kopf and kubernetes).
+Credentials: the pod's service account in a cluster, else ``KUBECONFIG`` / ``~/.kube/config``.
+
+Exit codes: 0 stopped by a signal, 2 usage error (e.g. neither ``--namespace`` nor
+``--all-namespaces``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The operator's flags."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "-n", "--namespace", action="append", default=[], metavar="NS",
+        help="watch this namespace (repeatable)",
+    )
+    where.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="watch every namespace"
+    )
+    parser.add_argument(
+        "--runner-image", default=None, metavar="IMAGE",
+        help="image of the runner Jobs (default: this version's published image); "
+        "spec.runner.image overrides it per benchmark",
+    )
+    parser.add_argument(
+        "--liveness", default="http://0.0.0.0:8080/healthz", metavar="URL|off",
+        help="liveness endpoint (default http://0.0.0.0:8080/healthz)",
+    )
+    parser.add_argument(
+        "--retry-delay", type=float, default=3.0, metavar="S",
+        help="first wait before a benchmark whose target is not ready tries again; doubles "
+        "up to 10x (default 3)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Starts kopf with the handlers of :mod:`llmbench.operator.handlers`; returns on a signal."""
+    if not args.namespace and not args.all_namespaces:
+        print(
+            "llmbench operator: error: name the namespaces to watch (-n NS, repeatable) or "
+            "pass --all-namespaces",
+            file=sys.stderr,
+        )
+        return 2
+    if args.retry_delay <= 0:
+        print("llmbench operator: error: --retry-delay must be > 0", file=sys.stderr)
+        return 2
+    try:
+        import kopf
+
+        from llmbench.operator import handlers
+    except ImportError as exc:
+        print(
+            f"llmbench operator: error: {exc.name} is not installed; install the operator "
+            "extra: pip install 'llmbench[operator]'",
+            file=sys.stderr,
+        )
+        return 2
+    if args.runner_image:
+        handlers.CONFIG.runner_image = args.runner_image
+    handlers.CONFIG.namespaces = list(args.namespace)
+    handlers.CONFIG.retry_delay = args.retry_delay
+    # kopf.configure() would add a second handler to the root logger that `llmbench` already
+    # configured (every line twice); only the levels are set here.
+    logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)  # a line per liveness probe
+    if not args.verbose:
+        # "Handler ... succeeded" for every child event (and each waiting benchmark's retry
+        # tick) drowns what matters; failures are warnings and still show.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    kopf.run(
+        standalone=True,
+        clusterwide=args.all_namespaces,
+        namespaces=list(args.namespace),
+        liveness_endpoint=None if args.liveness == "off" else args.liveness,
+    )
+    return 0

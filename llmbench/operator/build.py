@@ -1,0 +1,348 @@
+"""The objects one run of a benchmark owns, built as plain manifests by pure functions.
+
+Why pure: what the operator creates is the product's security and placement surface (who may
+write what, where the runner lands, what it can see), so each object is a function of the
+benchmark and what was resolved about its target, tested field by field without a cluster.
+Names are deterministic (:func:`llmbench.api.job.run_name`), so creating an object that exists
+answers ``409 AlreadyExists`` and a restarted operator never starts a second Job.
+
+A run owns: the results ConfigMap, a ServiceAccount, a Role allowing ``get``/``update``/
+``patch`` on that one ConfigMap (``resourceNames``) and nothing else, its RoleBinding, and the
+runner Job (one for the whole sweep). All carry an ``ownerReference`` to the benchmark, so
+deleting the benchmark deletes them (Kubernetes' garbage collector).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmbench.api import API_VERSION, KIND, Spec
+from llmbench.api.job import CONTEXT_KEY, ENV_API_KEY, SPEC_KEY, RunContext, run_name
+
+__all__ = [
+    "ARTIFACT_DIR",
+    "DEFAULT_RUNNER_IMAGE",
+    "LABEL_BENCHMARK",
+    "LABEL_MANAGED_BY",
+    "LABEL_RUN",
+    "MANAGED_BY",
+    "RUNNER_CONTAINER",
+    "RUNNER_UID",
+    "SA_DIR",
+    "Placement",
+    "child_labels",
+    "lease_name",
+    "owner_reference",
+    "results_configmap",
+    "run_objects",
+    "runner_job",
+    "runner_role",
+    "runner_role_binding",
+    "runner_service_account",
+    "holder_identity",
+    "target_lease",
+]
+
+MANAGED_BY = "llmbench-operator"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_BENCHMARK = "llmbench.io/benchmark"
+LABEL_RUN = "llmbench.io/run"
+RUNNER_CONTAINER = "runner"
+#: The runner image's non-root user (distroless "nonroot").
+RUNNER_UID = 65532
+DEFAULT_RUNNER_IMAGE = "ghcr.io/llmbench/llmbench:0.1.0"
+ARTIFACT_DIR = "/results"
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+#: Exit codes of ``llmbench job`` that retrying cannot fix (bad spec, failed run).
+_FINAL_EXIT_CODES = [1, 2]
+
+
+def owner_reference(benchmark: Mapping[str, Any]) -> dict[str, Any]:
+    """The benchmark as the controlling owner: deletion cascades to everything it owns."""
+    meta = benchmark["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def child_labels(benchmark: str, run: int) -> dict[str, str]:
+    """Labels on every child: the operator watches children by these, statelessly."""
+    return {
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_BENCHMARK: benchmark,
+        LABEL_RUN: str(run),
+        "app.kubernetes.io/name": "llmbench-runner",
+    }
+
+
+def _meta(benchmark: Mapping[str, Any], run: int) -> dict[str, Any]:
+    name = benchmark["metadata"]["name"]
+    return {
+        "name": run_name(name, run),
+        "namespace": benchmark["metadata"]["namespace"],
+        "labels": child_labels(name, run),
+        "ownerReferences": [owner_reference(benchmark)],
+    }
+
+
+def results_configmap(
+    benchmark: Mapping[str, Any], run: int, spec: Spec, context: RunContext
+) -> dict[str, Any]:
+    """The run's results ConfigMap, seeded with the spec and the resolved context."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(benchmark, run),
+        "data": {
+            SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True),
+            CONTEXT_KEY: json.dumps(context.model_dump(by_alias=True, exclude_none=True)),
+        },
+    }
+
+
+def runner_service_account(benchmark: Mapping[str, Any], run: int) -> dict[str, Any]:
+    """The runner's identity: its token can do only what :func:`runner_role` grants."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(benchmark, run)}
+
+
+def runner_role(benchmark: Mapping[str, Any], run: int) -> dict[str, Any]:
+    """``get``/``update``/``patch`` on the run's own ConfigMap, by name, and nothing else."""
+    meta = _meta(benchmark, run)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": meta,
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [meta["name"]],
+                "verbs": ["get", "update", "patch"],
+            }
+        ],
+    }
+
+
+def runner_role_binding(benchmark: Mapping[str, Any], run: int) -> dict[str, Any]:
+    """Binds :func:`runner_role` to :func:`runner_service_account` (same name for all three)."""
+    meta = _meta(benchmark, run)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": meta["name"], "namespace": meta["namespace"]}
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the target runs, as the operator resolved it: what the runner's pod needs."""
+
+    #: The label selector of the inference pods (``matchLabels``/``matchExpressions``).
+    selector: Mapping[str, Any] | None = None
+    #: Their namespace.
+    namespace: str | None = None
+    #: Taints of the nodes that host them, each tolerated by the runner.
+    taints: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+
+
+_TOPOLOGY = {"SameNode": "kubernetes.io/hostname", "SameZone": "topology.kubernetes.io/zone"}
+
+
+def affinity(placement_mode: str, where: Placement) -> dict[str, Any] | None:
+    """Required pod affinity to the inference pods: same node, same zone, or none (``Any``)."""
+    key = _TOPOLOGY.get(placement_mode)
+    if key is None or not where.selector:
+        return None
+    term: dict[str, Any] = {"labelSelector": dict(where.selector), "topologyKey": key}
+    if where.namespace:
+        term["namespaces"] = [where.namespace]
+    return {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def tolerations(taints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One toleration per distinct taint of the target's nodes (GPU taints, typically)."""
+    out: list[dict[str, Any]] = []
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute", "PreferNoSchedule"):
+            continue
+        tol: dict[str, Any] = {"key": taint["key"], "effect": taint["effect"]}
+        if taint.get("value"):
+            tol.update(operator="Equal", value=taint["value"])
+        else:
+            tol["operator"] = "Exists"
+        if tol not in out:
+            out.append(tol)
+    return out
+
+
+def runner_job(
+    benchmark: Mapping[str, Any],
+    run: int,
+    spec: Spec,
+    where: Placement,
+    *,
+    image: str = DEFAULT_RUNNER_IMAGE,
+) -> dict[str, Any]:
+    """The one runner Job of a run (never a pod per point: see DESIGN.md "Result flow").
+
+    The pod requests no GPU, runs as non-root with a read-only root filesystem, no
+    capabilities and the runtime's seccomp profile; it writes artefacts to an emptyDir and
+    gets the API key only through ``secretKeyRef``. Exit codes 1 and 2 (the run failed, the
+    spec is unusable) fail the Job at once; anything else (a killed pod) is retried up to
+    ``spec.runner.backoffLimit`` times and the retry resumes the sweep from the ConfigMap.
+    """
+    meta = _meta(benchmark, run)
+    name = meta["name"]
+    runner = spec.runner
+    # The root filesystem is read-only: everything that writes a cache writes under /tmp.
+    env: list[dict[str, Any]] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
+        {"name": "LLMBENCH_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+    ]
+    ref = spec.target.api_key_secret_ref
+    if ref is not None:
+        env.append(
+            {
+                "name": ENV_API_KEY,
+                "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+            }
+        )
+    container: dict[str, Any] = {
+        "name": RUNNER_CONTAINER,
+        "image": runner.image or image,
+        "args": [
+            "job",
+            "--configmap",
+            name,
+            "--namespace",
+            meta["namespace"],
+            "--service-account-dir",
+            SA_DIR,
+            "--artifact-dir",
+            ARTIFACT_DIR,
+            "--termination-log",
+            "/dev/termination-log",
+        ],
+        "env": env,
+        "resources": {
+            "requests": runner.requests.model_dump(),
+            "limits": runner.limits.model_dump(),
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "results", "mountPath": ARTIFACT_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": name,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUNNER_UID,
+            "runAsGroup": RUNNER_UID,
+            "fsGroup": RUNNER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [{"name": "results", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+    }
+    aff = affinity(spec.placement, where)
+    if aff is not None:
+        pod_spec["affinity"] = aff
+    tols = tolerations(where.taints)
+    if tols:
+        pod_spec["tolerations"] = tols
+    job_spec: dict[str, Any] = {
+        "backoffLimit": runner.backoff_limit,
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "FailJob",
+                    "onExitCodes": {
+                        "containerName": RUNNER_CONTAINER,
+                        "operator": "In",
+                        "values": list(_FINAL_EXIT_CODES),
+                    },
+                },
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            ]
+        },
+        "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": pod_spec},
+    }
+    if runner.timeout_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = runner.timeout_seconds
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
+
+
+def run_objects(
+    benchmark: Mapping[str, Any],
+    run: int,
+    spec: Spec,
+    context: RunContext,
+    where: Placement,
+    *,
+    image: str = DEFAULT_RUNNER_IMAGE,
+) -> list[dict[str, Any]]:
+    """Everything a run owns, in creation order (the Job last: it needs all the others)."""
+    return [
+        results_configmap(benchmark, run, spec, context),
+        runner_service_account(benchmark, run),
+        runner_role(benchmark, run),
+        runner_role_binding(benchmark, run),
+        runner_job(benchmark, run, spec, where, image=image),
+    ]
+
+
+def lease_name(target_key: str) -> str:
+    """The Lease that serialises benchmarks of one endpoint (one at a time per target)."""
+    return "llmbench-target-" + hashlib.sha256(target_key.encode()).hexdigest()[:16]
+
+
+def target_lease(benchmark: Mapping[str, Any], target_key: str, at: str) -> dict[str, Any]:
+    """The Lease a benchmark holds while it runs against ``target_key`` (its resolved URL).
+
+    Owned by the benchmark (not as controller: it is not a child of one run), so deleting the
+    holder frees the endpoint even when the operator is down.
+    """
+    meta = benchmark["metadata"]
+    owner = owner_reference(benchmark)
+    owner["controller"] = False
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": lease_name(target_key),
+            "namespace": meta["namespace"],
+            "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_BENCHMARK: meta["name"]},
+            "annotations": {"llmbench.io/target": target_key[:256]},
+            "ownerReferences": [owner],
+        },
+        "spec": {"holderIdentity": holder_identity(benchmark), "acquireTime": at},
+    }
+
+
+def holder_identity(benchmark: Mapping[str, Any]) -> str:
+    """``<namespace>/<name>``: what a queued benchmark's condition names."""
+    meta = benchmark["metadata"]
+    return f"{meta['namespace']}/{meta['name']}"

@@ -1,0 +1,221 @@
+"""Every Kubernetes API call the operator makes, and the RBAC each one needs.
+
+Why one module: least privilege is checked, not hoped for. Each method declares the
+(API group, resource, verb) it uses with :func:`uses`; :data:`PERMISSIONS` collects them, and
+a test compares that table with ``deploy/operator-rbac.yaml`` both ways (nothing missing,
+nothing extra). The ``kubernetes`` client is synchronous, so every call runs in a worker thread
+and kopf's event loop never blocks on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
+
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from llmbench.api import GROUP, PLURAL, VERSION
+
+__all__ = ["PERMISSIONS", "Kube", "NotFound", "uses"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: (apiGroup, resource) -> verbs. Filled by :func:`uses`, plus what kopf itself calls.
+PERMISSIONS: dict[tuple[str, str], set[str]] = {
+    # kopf: watch the resource, keep its progress annotations, post events.
+    (GROUP, PLURAL): {"list", "watch", "patch"},
+    ("", "events"): {"create"},
+    # kopf.on.event watches of the children (stateless: no patch rights on Pods or Jobs).
+    ("", "configmaps"): {"list", "watch"},
+    ("batch", "jobs"): {"list", "watch"},
+    ("", "pods"): {"list", "watch"},
+    # Held only to grant them: RBAC lets a Role grant nothing its creator lacks, and the
+    # runner's Role grants get/update/patch on its results ConfigMap.
+    ("", "configmaps#grant"): {"get", "update", "patch"},
+}
+
+#: Request timeout (seconds) of every call: a hung API server must not hang a handler.
+TIMEOUT = 30.0
+
+
+def uses(group: str, resource: str, verb: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Declares the permission a method needs (recorded in :data:`PERMISSIONS`)."""
+    PERMISSIONS.setdefault((group, resource), set()).add(verb)
+
+    def mark(fn: Callable[P, T]) -> Callable[P, T]:
+        return fn
+
+    return mark
+
+
+class NotFound(Exception):
+    """The object does not exist (404)."""
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ApiException) and (exc.status in (409, 429) or exc.status >= 500)
+
+
+async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Runs a blocking client call in a thread; 404 -> :class:`NotFound`; 429/5xx retried with
+    jittered backoff (a few times), so a status write is not lost to a blip."""
+    kwargs.setdefault("_request_timeout", TIMEOUT)
+    delay = 0.2
+    for attempt in range(5):
+        try:
+            return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+        except ApiException as exc:
+            if exc.status == 404:
+                raise NotFound(str(exc.reason)) from None
+            if attempt == 4 or not _is_retryable(exc) or exc.status == 409:
+                raise
+        await asyncio.sleep(delay * (0.5 + random.random()))
+        delay = min(delay * 2, 5.0)
+    raise AssertionError("unreachable")
+
+
+def _dict(api: k8s.ApiClient, obj: Any) -> dict[str, Any]:
+    if isinstance(obj, dict):
+        return obj
+    out: dict[str, Any] = api.sanitize_for_serialization(obj)
+    return out
+
+
+_CREATE: dict[str, tuple[str, str]] = {
+    "ConfigMap": ("", "configmaps"),
+    "ServiceAccount": ("", "serviceaccounts"),
+    "Role": ("rbac.authorization.k8s.io", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
+    "Job": ("batch", "jobs"),
+    "Lease": ("coordination.k8s.io", "leases"),
+}
+for _group, _resource in _CREATE.values():
+    PERMISSIONS.setdefault((_group, _resource), set()).add("create")
+
+
+class Kube:
+    """The operator's API calls (async, thread-offloaded), each with its declared permission."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self.core = k8s.CoreV1Api(api)
+        self.batch = k8s.BatchV1Api(api)
+        self.rbac = k8s.RbacAuthorizationV1Api(api)
+        self.coord = k8s.CoordinationV1Api(api)
+        self.custom = k8s.CustomObjectsApi(api)
+
+    # -- the benchmark ------------------------------------------------------------------
+
+    @uses(GROUP, PLURAL, "get")
+    async def get_benchmark(self, namespace: str, name: str) -> dict[str, Any]:
+        """The benchmark as the API server has it now (handlers decide from this, not from
+        the event that woke them)."""
+        obj = await _call(
+            self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
+        )
+        out: dict[str, Any] = obj
+        return out
+
+    @uses(GROUP, f"{PLURAL}/status", "patch")
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """A JSON merge patch of ``status`` (lists are replaced whole; None deletes a key)."""
+        await _call(
+            self.custom.patch_namespaced_custom_object_status,
+            GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
+        )
+
+    # -- references ---------------------------------------------------------------------
+
+    @uses("", "services", "get")
+    async def get_service(self, namespace: str, name: str) -> dict[str, Any]:
+        """The target Service (its ports and selector)."""
+        return _dict(self.api, await _call(self.core.read_namespaced_service, name, namespace))
+
+    @uses("", "secrets", "get")
+    async def secret_has_key(self, namespace: str, name: str, key: str) -> bool:
+        """Whether the Secret has ``key``. Only the key names are looked at; the values are
+        dropped here and never logged, stored or passed on (the runner gets the key through
+        ``secretKeyRef``)."""
+        secret = await _call(self.core.read_namespaced_secret, name, namespace)
+        keys = set((secret.data or {}).keys()) | set((secret.string_data or {}).keys())
+        del secret
+        return key in keys
+
+    @uses("", "pods", "list")
+    async def list_pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
+        """Pods matching a label selector, in one namespace or (None) every namespace."""
+        if namespace is None:
+            res = await _call(self.core.list_pod_for_all_namespaces, label_selector=selector)
+        else:
+            res = await _call(self.core.list_namespaced_pod, namespace, label_selector=selector)
+        return [_dict(self.api, p) for p in res.items]
+
+    @uses("", "nodes", "get")
+    async def get_node(self, name: str) -> dict[str, Any]:
+        """A node (labels for the GPU snapshot, taints for the runner's tolerations)."""
+        return _dict(self.api, await _call(self.core.read_node, name))
+
+    # -- children -----------------------------------------------------------------------
+
+    async def create(self, obj: Mapping[str, Any]) -> bool:
+        """Creates an object; False when it exists already (409: made by an earlier attempt)."""
+        kind, ns = obj["kind"], obj["metadata"]["namespace"]
+        body = dict(obj)
+        methods: dict[str, Callable[..., Any]] = {
+            "ConfigMap": self.core.create_namespaced_config_map,
+            "ServiceAccount": self.core.create_namespaced_service_account,
+            "Role": self.rbac.create_namespaced_role,
+            "RoleBinding": self.rbac.create_namespaced_role_binding,
+            "Job": self.batch.create_namespaced_job,
+            "Lease": self.coord.create_namespaced_lease,
+        }
+        method = methods[kind]
+        try:
+            await _call(method, ns, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    @uses("", "configmaps", "get")
+    async def get_configmap(self, namespace: str, name: str) -> dict[str, Any]:
+        """A results ConfigMap (the runner's digest and summary CSV)."""
+        return _dict(self.api, await _call(self.core.read_namespaced_config_map, name, namespace))
+
+    @uses("batch", "jobs", "get")
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
+        """A runner Job."""
+        return _dict(self.api, await _call(self.batch.read_namespaced_job, name, namespace))
+
+    # -- the per-target Lease -----------------------------------------------------------
+
+    @uses("coordination.k8s.io", "leases", "get")
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
+        """The Lease that serialises benchmarks of one endpoint."""
+        return _dict(self.api, await _call(self.coord.read_namespaced_lease, name, namespace))
+
+    @uses("coordination.k8s.io", "leases", "delete")
+    async def delete_lease(self, namespace: str, name: str, holder: str) -> None:
+        """Releases the Lease if ``holder`` holds it (the delete is conditional on its uid, so
+        a Lease another benchmark took in between is left alone)."""
+        try:
+            lease = await self.get_lease(namespace, name)
+        except NotFound:
+            return
+        if (lease.get("spec") or {}).get("holderIdentity") != holder:
+            return
+        uid = lease["metadata"]["uid"]
+        try:
+            await _call(
+                self.coord.delete_namespaced_lease, name, namespace,
+                body=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid)),
+            )
+        except (NotFound, ApiException):
+            return
+

@@ -1,0 +1,197 @@
+"""Status decisions: conditions, phase, what a run's digest and its Job say.
+
+Pure functions from what the API server returned to the status patch to send, so that every
+handler computes status from the current objects (never from the order events arrived in) and
+the rules are tested without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from llmbench.api.status import Condition, RunDigest, dump
+
+__all__ = [
+    "MAX_STATUS_BYTES",
+    "Decision",
+    "condition",
+    "decide",
+    "digest_patch",
+    "job_outcome",
+    "now",
+    "runner_pod_conditions",
+    "set_condition",
+]
+
+#: Status above this stays in the results ConfigMap; status says where (``resultsConfigMap``).
+MAX_STATUS_BYTES = 64 * 1024
+
+
+def now() -> str:
+    """RFC 3339 UTC, seconds, as Kubernetes writes timestamps."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str, status: bool | None, reason: str, message: str = "", generation: int | None = None
+) -> Condition:
+    """A condition from a boolean (None = Unknown)."""
+    value: Literal["True", "False", "Unknown"] = (
+        "Unknown" if status is None else "True" if status else "False"
+    )
+    return Condition(
+        type=type_, status=value, reason=reason, message=message[:1024],
+        observed_generation=generation,
+    )
+
+
+def set_condition(
+    conditions: Sequence[Mapping[str, Any]], new: Condition, at: str | None = None
+) -> list[dict[str, Any]]:
+    """``conditions`` with ``new`` in place of its type; ``lastTransitionTime`` moves only when
+    the status flips (API conventions), so ``kubectl describe`` shows when it really changed."""
+    out: list[dict[str, Any]] = []
+    found = False
+    for c in conditions:
+        if c.get("type") != new.type:
+            out.append(dict(c))
+            continue
+        found = True
+        item = dump(new)
+        item["lastTransitionTime"] = (
+            c.get("lastTransitionTime") if c.get("status") == new.status else None
+        ) or at or now()
+        out.append(item)
+    if not found:
+        item = dump(new)
+        item["lastTransitionTime"] = at or now()
+        out.append(item)
+    return out
+
+
+def job_outcome(job: Mapping[str, Any] | None) -> Literal["Running", "Succeeded", "Failed"] | None:
+    """What a runner Job says: None (no Job), Running, Succeeded or Failed (with the terminal
+    conditions Kubernetes sets; ``SuccessCriteriaMet``/``FailureTarget`` count as final)."""
+    if job is None:
+        return None
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("status") != "True":
+            continue
+        if c.get("type") in ("Complete", "SuccessCriteriaMet"):
+            return "Succeeded"
+        if c.get("type") in ("Failed", "FailureTarget"):
+            return "Failed"
+    return "Running"
+
+
+def job_failure_message(job: Mapping[str, Any]) -> str:
+    """The Job's own reason for failing (deadline, backoff limit, pod failure policy)."""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") in ("Failed", "FailureTarget") and c.get("status") == "True":
+            return f"{c.get('reason', 'Failed')}: {c.get('message', '')}".strip(": ")
+    return "the runner Job failed"
+
+
+def runner_pod_conditions(pod: Mapping[str, Any], generation: int | None) -> list[Condition]:
+    """``RunnerScheduled`` (with the scheduler's message when it cannot place the pod) and,
+    once the pod runs, ``Running``."""
+    status = pod.get("status") or {}
+    out: list[Condition] = []
+    for c in status.get("conditions") or []:
+        if c.get("type") != "PodScheduled":
+            continue
+        if c.get("status") == "True":
+            node = (pod.get("spec") or {}).get("nodeName", "")
+            out.append(condition("RunnerScheduled", True, "Scheduled", f"on node {node}",
+                                 generation))
+        else:
+            out.append(
+                condition(
+                    "RunnerScheduled", False, c.get("reason") or "Unschedulable",
+                    c.get("message") or "the runner pod is not scheduled", generation,
+                )
+            )
+    if status.get("phase") == "Running":
+        out.append(condition("Running", True, "RunnerRunning", "the sweep is running", generation))
+    return out
+
+
+def _rounded(value: Any) -> Any:
+    """Floats to 2 decimals: status is read by people (``kubectl get``); the summary CSV and
+    the ConfigMap keep the runner's full figures."""
+    if isinstance(value, float):
+        return round(value, 2)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def digest_patch(digest: RunDigest, summary_csv: str | None) -> dict[str, Any]:
+    """The status fields a runner digest sets: progress, points, knee, max under SLO, CSV."""
+    patch: dict[str, Any] = {
+        "progress": f"{digest.done}/{digest.total}",
+        "points": [_rounded(dump(p)) for p in digest.points],
+    }
+    if digest.knee is not None:
+        patch["knee"] = _rounded(dump(digest.knee))
+    if digest.max_under_slo is not None:
+        patch["maxUnderSLO"] = _rounded(dump(digest.max_under_slo))
+    if summary_csv is not None:
+        patch["summaryCSV"] = summary_csv
+    return patch
+
+
+def validity_condition(digest: RunDigest, generation: int | None) -> Condition | None:
+    """``MeasurementValid`` from what the runner reported (None before any point finished)."""
+    if not digest.points:
+        return None
+    if digest.valid is False or digest.invalid_reasons:
+        reasons = "; ".join(digest.invalid_reasons) or "a point reported a validity warning"
+        return condition("MeasurementValid", False, "ValidityWarnings", reasons, generation)
+    if digest.error_rate is not None and digest.error_rate > 0.01:
+        return condition(
+            "MeasurementValid", False, "ErrorRate",
+            f"{digest.error_rate:.1%} of requests failed (above 1 %)", generation,
+        )
+    return condition("MeasurementValid", True, "Valid", "no validity warning", generation)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What reconciling a benchmark should do now."""
+
+    #: ``done`` (finished for this generation), ``wait`` (a run is in progress; nothing to
+    #: do), ``ensure`` (make sure run ``run`` exists), ``start`` (begin run ``run``).
+    action: Literal["done", "wait", "ensure", "start"]
+    run: int
+    message: str = ""
+
+
+def decide(meta: Mapping[str, Any], status: Mapping[str, Any]) -> Decision:
+    """The next step for a benchmark from its generation and status alone.
+
+    A run records its number and generation in status *before* it creates anything, so an
+    operator restarted at any moment finds the same run again (``ensure``: creating what
+    exists answers 409) instead of starting another. A spec changed during a run does not
+    stop it: the run finishes, then the new spec runs (``start`` from the Job handler).
+    """
+    generation = int(meta.get("generation") or 1)
+    run = int(status.get("run") or 0)
+    phase = status.get("phase")
+    observed = status.get("observedGeneration")
+    if run == 0 or phase is None:
+        return Decision("start", max(run, 0) + 1)
+    if phase in ("Succeeded", "Failed"):
+        if observed == generation:
+            return Decision("done", run)
+        return Decision("start", run + 1, "the spec changed; running it again")
+    if observed != generation and phase == "Running" and status.get("job"):
+        return Decision(
+            "wait", run, f"the spec changed during run {run}; it runs when this run finishes"
+        )
+    return Decision("ensure", run)

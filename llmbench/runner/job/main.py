@@ -1,0 +1,382 @@
+"""The runner Job's loop: read the run from its store, resume, sweep, write back every point.
+
+Why this shape (../shared/DESIGN.md, "Result flow"): one Job runs the whole sweep, and its
+results ConfigMap is both the operator's view of the run and the sweep's checkpoint. So:
+
+1. read the store: ``spec.json`` and ``context.json`` (what the operator resolved: URL, model,
+   exporters, the target pods whose GPUs count), and whatever an earlier pod of this Job
+   already wrote;
+2. restore ``checkpoint.json`` and every ``point.<name>.json`` into the artefact folder, the
+   layout :func:`~llmbench.runner.sweep.run.run_sweep` resumes from, so a retried pod repeats
+   no finished point;
+3. run the sweep; after each point write, in ONE merge patch, the point's result, the
+   checkpoint, the digest and the summary CSV (``llmbench analyze``'s own CSV text), so the
+   store never holds a checkpoint that names a point it does not hold;
+4. a write that fails puts the digest into the termination message and the sweep goes on (the
+   next write carries the points that were missed); at the end, the final digest goes to both.
+
+SIGTERM (the pod deleted, ``activeDeadlineSeconds``) stops the sweep the way Ctrl-C stops
+``llmbench analyze``: the running point ends and is re-run on resume. Exit codes: 0 the sweep
+finished (a point may have failed; the digest says which), 1 the run failed (nothing could be
+measured, the sweep stopped on a failed point, or the store/spec/context is unusable), 130
+interrupted. The API key comes from the environment variable ``context.json`` names and is
+never written: every value is scrubbed of it before it leaves the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmbench.api import Spec, SpecError
+from llmbench.api.job import (
+    CHECKPOINT_KEY,
+    CONTEXT_KEY,
+    DIGEST_KEY,
+    ENV_NODE_NAME,
+    SPEC_KEY,
+    SUMMARY_KEY,
+    RunContext,
+    point_key,
+    point_name_of,
+)
+from llmbench.api.results import GpuSeries, PointResult, ServerSeries, SweepAnalysis
+from llmbench.api.status import RunDigest, dump
+from llmbench.runner.client.eventloop import run as run_loop
+from llmbench.runner.job.digest import build_digest, termination_message
+from llmbench.runner.job.store import ResultsStore, StoreError
+from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
+from llmbench.runner.point.config import point_config
+from llmbench.runner.point.profile import ProfileError, install_stop_signals, preflight
+from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, analyze_csv, write_outputs
+from llmbench.runner.sweep.run import (
+    CHECKPOINT,
+    DONE,
+    CheckpointError,
+    SweepResult,
+    run_sweep,
+)
+from llmbench.runner.telemetry.collector import TelemetryCollector
+from llmbench.runner.telemetry.model import GpuFilter
+from llmbench.runner.telemetry.parse import metrics_urls
+
+__all__ = [
+    "DEFAULT_ARTIFACT_DIR",
+    "DEFAULT_TERMINATION_LOG",
+    "EXIT_DONE",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "JobError",
+    "collector_for_context",
+    "point_text",
+    "run_job",
+]
+
+log = logging.getLogger("llmbench.job")
+
+DEFAULT_ARTIFACT_DIR = Path("/tmp/llmbench-results")
+DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
+EXIT_DONE = 0
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+#: Bytes of point results the ConfigMap may hold in all (the API server's limit is 1 MiB for
+#: the whole object; spec, context, digest, checkpoint and CSV need the rest).
+POINTS_BUDGET = 800_000
+#: A point is never squeezed below this (a bigger one is written whole and may be refused).
+MIN_POINT_BUDGET = 16_384
+REDACTED = "[redacted]"
+
+
+class JobError(Exception):
+    """The run cannot start or go on; the message says what to fix (it ends as ``failed``)."""
+
+
+def point_text(summary: PointResult, budget: int) -> str:
+    """A point's ``profile_export_genai_perf.json`` for the store: compact JSON that
+    :func:`~llmbench.runner.point.artifacts.load_summary` reads back.
+
+    Over ``budget`` bytes, the telemetry time series (kept whole in the point's folder and
+    its ``telemetry.png``) are emptied: a resumed sweep needs the figures, not the plot data.
+    """
+    text = json.dumps(summary.to_dict(), separators=(",", ":"))
+    if len(text) <= budget or summary.telemetry is None:
+        return text
+    slim = summary.model_copy(deep=True)
+    assert slim.telemetry is not None
+    for gpu in slim.telemetry.gpus.values():
+        gpu.series = GpuSeries(t_s=[], power_w=[], utilization_pct=[])
+    for server in slim.telemetry.server.values():
+        server.series = ServerSeries(
+            t_s=[], kv_cache_usage=[], requests_running=[], requests_waiting=[]
+        )
+    return json.dumps(slim.to_dict(), separators=(",", ":"))
+
+
+def collector_for_context(ctx: RunContext) -> TelemetryCollector | None:
+    """The scrapes the operator asked for: the nodes' dcgm-exporters (only the GPUs of the
+    target pods kept) and the server's metrics (``auto``: ``<url>/metrics``, ``off``, a URL);
+    None when there is nothing to scrape."""
+    extra = [ctx.server_metrics] if ctx.server_metrics not in ("auto", "off") else []
+    target = ctx.url if ctx.server_metrics == "auto" else None
+    urls = metrics_urls(target, [*ctx.dcgm_urls, *extra])
+    if not urls:
+        return None
+    return TelemetryCollector(
+        urls,
+        gpu_filter=GpuFilter(
+            pods=tuple(ctx.target_pods),
+            namespaces=(ctx.target_namespace,) if ctx.target_namespace else (),
+        ),
+    )
+
+
+class _Job:
+    """One pod's run: the store, what it already holds, and the fallback channel."""
+
+    def __init__(
+        self,
+        store: ResultsStore,
+        artifact_dir: Path,
+        termination_log: Path | None,
+        runner_node: str | None,
+    ) -> None:
+        self.store = store
+        self.artifact_dir = artifact_dir
+        self.termination_log = termination_log
+        self.runner_node = runner_node
+        self.run = 1
+        self.secret: str | None = None
+        #: point names whose result the store holds
+        self.stored: set[str] = set()
+        self.total = 1
+
+    # -- start: what to run and what is already done ----------------------------------------
+
+    def load(self) -> tuple[Spec, RunContext]:
+        """Spec and context from the store; earlier pods' results restored to the folder."""
+        try:
+            data = self.store.read()
+        except StoreError as exc:
+            raise JobError(f"cannot read the run: {exc}") from None
+        for key in (SPEC_KEY, CONTEXT_KEY):
+            if key not in data:
+                raise JobError(f"{self.store} has no {key}: the operator writes it with the run")
+        try:
+            ctx = RunContext.model_validate_json(data[CONTEXT_KEY])
+        except ValidationError as exc:
+            raise JobError(f"{CONTEXT_KEY} in {self.store} is not a RunContext: {exc}") from None
+        self.run = ctx.run
+        try:
+            spec = Spec.from_manifest(json.loads(data[SPEC_KEY]), namespace=ctx.namespace)
+        except ValueError as exc:  # SpecError and json's errors are ValueErrors
+            where = f"{SPEC_KEY} in {self.store}"
+            raise JobError(f"{where}: {exc}" if isinstance(exc, SpecError) else
+                           f"{where} is not JSON: {exc}") from None
+        self.restore(data)
+        return spec, ctx
+
+    def restore(self, data: dict[str, str]) -> None:
+        """Writes the store's checkpoint and point results where the sweep resumes from.
+
+        Files already in the folder are kept: they were written before the store (a container
+        restarted in the same pod), so they are at least as new.
+        """
+        self.artifact_dir.mkdir(parents=True, exist_ok=True)
+        restored = []
+        for key, text in data.items():
+            name = point_name_of(key)
+            if name is None or name in (".", "..") or "/" in name:
+                continue
+            self.stored.add(name)
+            target = self.artifact_dir / name / GENAI_PERF_JSON
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(target, text)
+                restored.append(name)
+        ckpt = self.artifact_dir / CHECKPOINT
+        if CHECKPOINT_KEY in data and not ckpt.exists():
+            write_atomic(ckpt, data[CHECKPOINT_KEY])
+        if restored:
+            log.info("restored %d finished point(s) from %s: %s", len(restored), self.store,
+                     ", ".join(sorted(restored)))
+
+    # -- writing back --------------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        secret = self.secret
+        return text.replace(secret, REDACTED) if secret and len(secret) >= 4 else text
+
+    def updates(self, result: SweepResult, digest: RunDigest, csv_text: str) -> dict[str, str]:
+        """Every key this write sets: points the store lacks, checkpoint, digest, CSV."""
+        out: dict[str, str] = {}
+        budget = max(MIN_POINT_BUDGET, POINTS_BUDGET // max(1, self.total))
+        for r in result.runs:
+            if r.status == DONE and r.summary is not None and r.name not in self.stored:
+                out[point_key(r.name)] = point_text(r.summary, budget)
+        ckpt = result.run_dir / CHECKPOINT
+        if ckpt.exists():
+            out[CHECKPOINT_KEY] = ckpt.read_text(encoding="utf-8")
+        out[DIGEST_KEY] = json.dumps(dump(digest), indent=1)
+        out[SUMMARY_KEY] = csv_text
+        return {k: self._scrub(v) for k, v in out.items()}
+
+    @staticmethod
+    def outputs(result: SweepResult) -> tuple[SweepAnalysis, str]:
+        """The sweep's analysis and ``analyze_export_genai_perf.csv`` exactly as ``llmbench
+        analyze`` writes it (the files go into the run folder too, as analyze leaves them; if
+        the folder refuses them the CSV is built in memory by the same function)."""
+        try:
+            data = write_outputs(result)
+            return data, (result.run_dir / ANALYZE_CSV).read_text(encoding="utf-8")
+        except OSError as exc:
+            log.warning("cannot write %s locally (%s); the store still gets it", ANALYZE_CSV, exc)
+            data = analysis(result)
+            return data, analyze_csv(data, result)
+
+    def publish(self, result: SweepResult, *, finished: bool = False) -> RunDigest:
+        """One write of everything new (the digest built here); on failure the digest goes
+        to the termination message. Returns the digest."""
+        data, csv_text = self.outputs(result)
+        digest = build_digest(result, run=self.run, data=data, finished=finished,
+                              runner_node=self.runner_node)
+        if finished or result.interrupted:
+            # the termination message first: after SIGTERM the kubelet's grace period may
+            # end while the store is still being retried
+            self.terminate(digest)
+        updates = self.updates(result, digest, csv_text)
+        try:
+            self.store.write(updates)
+        except StoreError as exc:
+            log.error("%s; the digest goes to the termination message instead", exc)
+            self.terminate(digest)
+            return digest
+        self.stored |= {
+            name for key in updates if (name := point_name_of(key)) is not None
+        }
+        return digest
+
+    def terminate(self, digest: RunDigest) -> None:
+        """Writes the digest, trimmed to the kubelet's limit, as the termination message."""
+        if self.termination_log is None:
+            return
+        try:
+            self.termination_log.write_text(self._scrub(termination_message(digest)),
+                                            encoding="utf-8")
+        except OSError as exc:
+            log.warning("cannot write the termination message to %s: %s",
+                        self.termination_log, exc)
+
+    def fail(self, reason: str) -> int:
+        """The run cannot go on: a failed, finished digest to the store (if it takes it) and
+        to the termination message."""
+        log.error("run failed: %s", reason)
+        digest = RunDigest(run=self.run, finished=True, failed=self._scrub(reason)[:1000],
+                           runner_node=self.runner_node)
+        self.terminate(digest)
+        try:
+            self.store.write({DIGEST_KEY: json.dumps(dump(digest), indent=1)})
+        except StoreError as exc:
+            log.error("%s", exc)
+        return EXIT_FAILED
+
+    # -- the sweep -------------------------------------------------------------------------
+
+    async def sweep(self, spec: Spec, ctx: RunContext, stop: asyncio.Event) -> int:
+        """Runs (or resumes) the sweep, publishing after every point; the exit code."""
+        api_key: str | None = None
+        if ctx.api_key_env:
+            api_key = os.environ.get(ctx.api_key_env) or None
+            if api_key is None:
+                raise JobError(
+                    f"the API key's environment variable {ctx.api_key_env} is empty or unset "
+                    "(the Job sets it from target.apiKeySecretRef)"
+                )
+            self.secret = api_key
+        self.total = len(spec.points()) * spec.repetitions
+        cfg0 = point_config(spec, spec.points()[0], api_key=api_key)
+        cfg0.url = ctx.url
+        if ctx.model:
+            cfg0.model = ctx.model
+        try:
+            model = await asyncio.to_thread(preflight, cfg0)
+        except ProfileError as exc:
+            raise JobError(str(exc)) from None
+        options: dict[str, Any] = {"url": ctx.url}
+        collector = collector_for_context(ctx)
+        if collector is not None:
+            options["telemetry"] = collector
+
+        def on_point(result: SweepResult) -> None:
+            last = result.runs[-1]
+            log.info("%s: %s%s", last.name, last.status, f" ({last.reason})" if last.reason else "")
+            self.publish(result)
+
+        try:
+            result = await run_sweep(
+                spec, self.artifact_dir, model=model, stop=stop, notify=log.info,
+                api_key=api_key, on_point=on_point, point_options=options,
+            )
+        except CheckpointError as exc:
+            raise JobError(str(exc)) from None
+        digest = self.publish(result, finished=not result.interrupted)
+        if result.interrupted:
+            log.warning("interrupted after %d of %d points; a new pod resumes from %s",
+                        digest.done, digest.total, self.store)
+            return EXIT_INTERRUPTED
+        if digest.failed:
+            log.error("run failed: %s", digest.failed)
+            return EXIT_FAILED
+        log.info("done: %d of %d points", digest.done, digest.total)
+        return EXIT_DONE
+
+
+async def _main(
+    store: ResultsStore,
+    artifact_dir: Path,
+    termination_log: Path | None,
+    stop: asyncio.Event | None,
+    runner_node: str | None,
+) -> int:
+    job = _Job(store, artifact_dir, termination_log, runner_node)
+    undo: Callable[[], None] | None = None
+    if stop is None:
+        stop = asyncio.Event()
+        undo = install_stop_signals(stop)
+    try:
+        spec, ctx = job.load()
+        return await job.sweep(spec, ctx, stop)
+    except JobError as exc:
+        return job.fail(str(exc))
+    except (OSError, ValueError) as exc:  # a folder that cannot be written, a bad input file
+        log.exception("run failed")
+        return job.fail(f"{type(exc).__name__}: {exc}")
+    finally:
+        if undo is not None:
+            undo()
+
+
+def run_job(
+    store: ResultsStore,
+    artifact_dir: Path = DEFAULT_ARTIFACT_DIR,
+    *,
+    termination_log: Path | None = DEFAULT_TERMINATION_LOG,
+    stop: asyncio.Event | None = None,
+    runner_node: str | None = None,
+) -> int:
+    """Runs the sweep the store describes, writing results back to it; the exit code.
+
+    ``stop`` ends the sweep early (tests); without one, SIGTERM and Ctrl-C do.
+    ``runner_node`` defaults to ``$LLMBENCH_NODE_NAME`` (the downward API's ``spec.nodeName``).
+    ``termination_log`` None writes no termination message (a local run).
+    """
+    node = runner_node if runner_node is not None else os.environ.get(ENV_NODE_NAME) or None
+    # uvloop where available, as `profile` and `analyze` measure (the runner pod is Linux).
+    return run_loop(_main(store, Path(artifact_dir), termination_log, stop, node))

@@ -1,0 +1,656 @@
+"""The operator end to end on the project's control plane: nothing mocked.
+
+llm-d-inference-sim (a third-party vLLM simulator) serves the model as a Deployment on a GPU
+node; a dcgm-exporter-format pod on that node exports four GPUs, two of them the target pod's;
+the operator runs as a process with the service account and ClusterRole of
+``deploy/operator-rbac.yaml`` (so the RBAC file is proven sufficient); the runner Job's pod runs
+``llmbench job`` as a process on the node the scheduler picked.
+
+The test cluster has no Service routing (pods share 127.0.0.1), so the benchmarks here target
+``target.url`` with the pod's port plus ``podSelector``; the ``target.service`` reference is
+checked up to the Job it unblocks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.cluster.controlplane import free_port
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+RBAC_FILE = ROOT / "deploy" / "operator-rbac.yaml"
+SIM_IMAGE = "ghcr.io/llm-d/llm-d-inference-sim:v0.10.2"
+RUNNER_IMAGE = "llmbench:e2e"
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+OPERATOR_NS = "llmbench-system"
+
+
+# ----------------------------------------------------------------------------------------------
+# the operator process
+# ----------------------------------------------------------------------------------------------
+
+
+def sa_kubeconfig(k8s: Any, namespace: str, sa: str, path: Path) -> Path:
+    """A kubeconfig holding only ``sa``'s token (server and CA from the admin kubeconfig)."""
+    token = k8s.kubectl("create", "token", sa, "-n", namespace, "--duration", "2h").stdout.strip()
+    admin = yaml.safe_load(Path(k8s.kubeconfig).read_text())
+    cluster = dict(admin["clusters"][0]["cluster"])
+    if "certificate-authority" in cluster:
+        ca = Path(cluster.pop("certificate-authority")).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": sa}}],
+        "current-context": "c",
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+class Operator:
+    """``llmbench operator -A`` as a process, restartable, with its log kept for diagnostics."""
+
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self) -> None:
+        self.port = free_port()
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        llmbench = Path(sys.executable).parent / "llmbench"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    str(llmbench), "operator", "-A", "--runner-image", RUNNER_IMAGE,
+                    "--liveness", f"http://127.0.0.1:{self.port}/healthz", "--retry-delay", "0.5",
+                ],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"operator liveness endpoint never answered:\n{self.tail()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, sig)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+    def tail(self, n: int = 6000) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def operator(crd_installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    k8s = crd_installed
+    if k8s.get("namespace", OPERATOR_NS) is None:
+        k8s.kubectl("create", "namespace", OPERATOR_NS)
+    k8s.kubectl("apply", "-f", str(RBAC_FILE))
+    k8s.wait_for(
+        "the operator ServiceAccount",
+        lambda: k8s.get("serviceaccount", "llmbench-operator", OPERATOR_NS), 30,
+    )
+    workdir = tmp_path_factory.mktemp("operator")
+    kubeconfig = sa_kubeconfig(k8s, OPERATOR_NS, "llmbench-operator", workdir / "kubeconfig")
+    op = Operator(kubeconfig, workdir / "operator.log")
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+# ----------------------------------------------------------------------------------------------
+# the target: llm-d-inference-sim on a GPU node, and a dcgm exporter beside it
+# ----------------------------------------------------------------------------------------------
+
+
+def sim_deployment(namespace: str, port: int, labels: dict[str, str], node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "vllm", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "tolerations": [GPU_TOLERATION],
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": SIM_IMAGE,
+                            "args": [
+                                "--model", "e2e-model", "--port", str(port),
+                                "--force-dummy-tokenizer", "--mode", "random",
+                                "--time-to-first-token", "10ms", "--inter-token-latency", "1ms",
+                            ],
+                            "ports": [{"name": "http", "containerPort": port}],
+                            "resources": {"limits": {"nvidia.com/gpu": "2"}},
+                            "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 1},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+EXPORTER = textwrap.dedent('''
+    import http.server, sys, time
+    port, ns, pod = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    t0 = time.time()
+    GPUS = [(0, pod), (1, pod), (2, "someone-else"), (3, "someone-else")]
+    FIELDS = [("DCGM_FI_DEV_POWER_USAGE", "gauge", lambda g, t: 300.0 + g),
+              ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter",
+               lambda g, t: 1e9 + (300.0 + g) * 1000 * t),
+              ("DCGM_FI_DEV_GPU_UTIL", "gauge", lambda g, t: 90.0),
+              ("DCGM_FI_DEV_FB_USED", "gauge", lambda g, t: 70000.0),
+              ("DCGM_FI_DEV_FB_FREE", "gauge", lambda g, t: 11000.0),
+              ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "gauge", lambda g, t: 700.0)]
+    def text():
+        t = time.time() - t0
+        out = []
+        for name, kind, value in FIELDS:
+            out += [f"# HELP {name} e2e exporter", f"# TYPE {name} {kind}"]
+            for g, owner in GPUS:
+                labels = (f'gpu="{g}",UUID="GPU-e2e-{g}",device="nvidia{g}",'
+                          f'modelName="NVIDIA H100 80GB HBM3",Hostname="gpu-node-a",'
+                          f'container="vllm",namespace="{ns}",pod="{owner}"')
+                out.append(f"{name}{{{labels}}} {value(g, t):.3f}")
+        return ("\\n".join(out) + "\\n").encode()
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = text()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a):
+            pass
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+''')
+
+
+def exporter_pod(namespace: str, port: int, target_pod: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "dcgm-exporter", "namespace": namespace,
+            "labels": {"app": "nvidia-dcgm-exporter"},
+        },
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [GPU_TOLERATION],
+            "containers": [
+                {
+                    "name": "exporter",
+                    "image": "python:3.12-slim",
+                    "command": ["python", "-c", EXPORTER, str(port), namespace, target_pod],
+                    "ports": [{"name": "metrics", "containerPort": port}],
+                    "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1},
+                }
+            ],
+        },
+    }
+
+
+def ready_pods(k8s: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
+    return [
+        p for p in k8s.pods(namespace, selector)
+        if any(c["type"] == "Ready" and c["status"] == "True"
+               for c in p["status"].get("conditions") or [])
+    ]
+
+
+class Target:
+    """The inference Deployment (and optionally its exporter) in a test namespace."""
+
+    def __init__(self, k8s: Any, namespace: str, node: str = "gpu-node-a") -> None:
+        self.k8s, self.namespace, self.node = k8s, namespace, node
+        self.port = free_port()
+        self.labels = {"app": "vllm", "bench": namespace}
+        self.selector = f"app=vllm,bench={namespace}"
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def deploy(self) -> dict[str, Any]:
+        self.k8s.apply(sim_deployment(self.namespace, self.port, self.labels, self.node))
+        pods = self.k8s.wait_for(
+            "the inference pod to be Ready", lambda: ready_pods(self.k8s, self.namespace,
+                                                                 self.selector),
+            90, diag=lambda: self.k8s.describe(self.namespace),
+        )
+        return dict(pods[0])
+
+    def exporter(self, target_pod: str) -> None:
+        port = free_port()
+        self.k8s.apply(exporter_pod(self.namespace, port, target_pod, self.node))
+        self.k8s.wait_for(
+            "the dcgm exporter to be Ready",
+            lambda: ready_pods(self.k8s, self.namespace, "app=nvidia-dcgm-exporter"),
+            60, diag=lambda: self.k8s.describe(self.namespace),
+        )
+
+
+def benchmark(name: str, namespace: str, target: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "target": {"model": "e2e-model", **target},
+        "workload": {"inputTokens": {"mean": 32}, "outputTokens": {"mean": 8}},
+        "load": {"requestCount": 16, "warmupRequestCount": 0},
+        "sweep": {"type": "concurrency", "values": [1, 2, 4]},
+        "slo": {"ttftP99Ms": 5000},
+        "runner": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "llmbench.io/v1alpha1",
+        "kind": "LLMBenchmark",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": body,
+    }
+
+
+def status(k8s: Any, namespace: str, name: str) -> dict[str, Any]:
+    obj = k8s.get("llmbenchmark", name, namespace) or {}
+    return dict(obj.get("status") or {})
+
+
+def cond(st: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in st.get("conditions") or [] if c["type"] == type_), {})
+
+
+def diag(k8s: Any, namespace: str, op: Operator) -> Any:
+    def show() -> str:
+        out = k8s.kubectl("get", "llmb", "-n", namespace, "-o", "yaml", check=False).stdout
+        return f"{out}\n{k8s.describe(namespace)}\n--- operator log ---\n{op.tail()}"
+
+    return show
+
+
+def wait_phase(k8s: Any, namespace: str, name: str, op: Operator, phases: tuple[str, ...],
+               timeout: float = 180) -> dict[str, Any]:
+    return dict(k8s.wait_for(
+        f"{name} to reach {'/'.join(phases)}",
+        lambda: (s := status(k8s, namespace, name)).get("phase") in phases and s,
+        timeout, interval=0.5, diag=diag(k8s, namespace, op),
+    ))
+
+
+# ----------------------------------------------------------------------------------------------
+# tests
+# ----------------------------------------------------------------------------------------------
+
+
+def test_a_sweep_runs_next_to_the_gpu_pods_and_lands_in_status(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = Target(k8s, namespace)
+    pod = target.deploy()
+    target.exporter(pod["metadata"]["name"])
+    k8s.apply(benchmark("sweep", namespace, {"url": target.url,
+                                             "podSelector": {"matchLabels": target.labels}}))
+    job = k8s.wait_for("the runner Job", lambda: k8s.get("job", "sweep-run-1", namespace), 60,
+                       diag=diag(k8s, namespace, operator))
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "LLMBenchmark"
+    runner = k8s.wait_for(
+        "the runner pod to be scheduled",
+        lambda: [p for p in k8s.pods(namespace, "llmbench.io/benchmark=sweep")
+                 if p["spec"].get("nodeName")],
+        60, diag=diag(k8s, namespace, operator),
+    )[0]
+    assert runner["spec"]["nodeName"] == pod["spec"]["nodeName"] == "gpu-node-a"
+    seen: set[str] = set()
+
+    def finished() -> dict[str, Any] | None:
+        st = status(k8s, namespace, "sweep")
+        if st.get("progress"):
+            seen.add(st["progress"])
+        return st if st.get("phase") in ("Succeeded", "Failed") else None
+
+    st = k8s.wait_for("the sweep to finish", finished, 240, interval=0.3,
+                      diag=diag(k8s, namespace, operator))
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert st["progress"] == "3/3"
+    assert seen & {"1/3", "2/3"}, f"no per-point progress while running: {seen}"
+    assert [p["value"] for p in st["points"]] == [1, 2, 4]
+    assert all(p["state"] == "Succeeded" and p["ott"] > 0 for p in st["points"])
+    # only the two GPUs that serve the target pod, not the exporter's other two
+    assert [p.get("gpus") for p in st["points"]] == [2, 2, 2], st["points"]
+    assert "Concurrency" in st["summaryCSV"].splitlines()[0]
+    assert st["knee"]["message"]
+    assert st["maxUnderSLO"]["value"] is not None
+    stack = st["stack"]
+    assert stack["targetPods"] == [pod["metadata"]["name"]]
+    assert stack["nodes"][0]["gpuProduct"] == "NVIDIA-H100-80GB-HBM3"
+    assert stack["runnerNode"] == "gpu-node-a"
+    assert stack["telemetryUrls"] and stack["telemetryUrls"][0].endswith("/metrics")
+    for type_ in ("Accepted", "TargetReady", "TelemetryAvailable", "RunnerScheduled",
+                  "Succeeded"):
+        assert cond(st, type_).get("status") == "True", (type_, st["conditions"])
+    assert cond(st, "MeasurementValid").get("status") in ("True", "False")
+    table = k8s.kubectl("get", "llmb", "-n", namespace).stdout
+    header, row = table.splitlines()[:2]
+    for column in ("PHASE", "PROGRESS", "KNEE", "MAX OTT", "P99 TTFT", "VALID", "LAST RUN"):
+        assert column in header
+    assert "Succeeded" in row and "3/3" in row
+    # the lease is released once the run is over
+    assert not k8s.kubectl("get", "leases", "-n", namespace, "-o", "name").stdout.strip()
+
+
+def test_missing_references_hold_the_run_until_they_exist(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = Target(k8s, namespace)
+    spec_target = {
+        "url": target.url,
+        "podSelector": {"matchLabels": target.labels},
+        "apiKeySecretRef": {"name": "vllm-key", "key": "token"},
+    }
+    k8s.apply(benchmark("held", namespace, spec_target, telemetry={"dcgm": "off"}))
+    st = k8s.wait_for(
+        "TargetReady=False naming the Secret",
+        lambda: (s := status(k8s, namespace, "held"))
+        and cond(s, "TargetReady").get("reason") == "SecretNotFound" and s,
+        60, diag=diag(k8s, namespace, operator),
+    )
+    assert f"Secret {namespace}/vllm-key does not exist" in cond(st, "TargetReady")["message"]
+    assert st["phase"] == "Pending"
+    k8s.apply({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "vllm-key", "namespace": namespace},
+               "stringData": {"token": "e2e-SECRET-value-9f3a"}})
+    k8s.wait_for(
+        "TargetReady=False naming the missing pods",
+        lambda: cond(status(k8s, namespace, "held"), "TargetReady").get("reason")
+        == "PodsNotReady",
+        60, diag=diag(k8s, namespace, operator),
+    )
+    assert k8s.get("job", "held-run-1", namespace) is None
+    target.deploy()
+    st = wait_phase(k8s, namespace, "held", operator, ("Succeeded", "Failed"))
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert cond(st, "TelemetryAvailable")["reason"] == "Disabled"
+    # the API key reached the runner only through secretKeyRef: never status, events, the
+    # ConfigMap, the Job or the operator's log
+    secret = "e2e-SECRET-value-9f3a"
+    for what in ("llmb/held", "configmap/held-run-1", "job/held-run-1"):
+        assert secret not in k8s.kubectl("get", what, "-n", namespace, "-o", "yaml").stdout
+    assert secret not in k8s.kubectl("get", "events", "-n", namespace, "-o", "yaml").stdout
+    assert secret not in operator.tail(10**7)
+    runner = k8s.pods(namespace, "llmbench.io/benchmark=held")[0]["metadata"]["name"]
+    assert secret not in k8s.kubectl("logs", runner, "-n", namespace, check=False).stdout
+
+
+def test_a_missing_service_is_a_condition_and_its_creation_starts_the_job(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = Target(k8s, namespace)
+    target.deploy()
+    k8s.apply(benchmark("svc", namespace, {"service": {"name": "vllm", "port": target.port}},
+                        telemetry={"dcgm": "off", "serverMetrics": "off"}))
+    st = k8s.wait_for(
+        "ServiceNotFound",
+        lambda: (s := status(k8s, namespace, "svc"))
+        and cond(s, "TargetReady").get("reason") == "ServiceNotFound" and s,
+        60, diag=diag(k8s, namespace, operator),
+    )
+    assert cond(st, "TargetReady")["message"] == f"Service {namespace}/vllm does not exist"
+    assert k8s.get("job", "svc-run-1", namespace) is None
+    k8s.apply({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "vllm", "namespace": namespace},
+               "spec": {"selector": target.labels,
+                        "ports": [{"name": "http", "port": target.port}]}})
+    job = k8s.wait_for("the Job once the Service exists",
+                       lambda: k8s.get("job", "svc-run-1", namespace), 60,
+                       diag=diag(k8s, namespace, operator))
+    # the Service's selector found the pods: the runner is placed next to them
+    terms = job["spec"]["template"]["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["labelSelector"] == {"matchLabels": target.labels}
+    st = status(k8s, namespace, "svc")
+    assert st["stack"]["targetPods"]
+
+
+def test_an_unschedulable_runner_says_why(k8s: Any, namespace: str, operator: Operator) -> None:
+    target = Target(k8s, namespace)
+    target.deploy()
+    k8s.apply(benchmark("huge", namespace,
+                        {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+                        runner={"requests": {"cpu": "500", "memory": "128Mi"},
+                                "limits": {"cpu": "500", "memory": "128Mi"}}))
+    st = k8s.wait_for(
+        "RunnerScheduled=False",
+        lambda: (s := status(k8s, namespace, "huge"))
+        and cond(s, "RunnerScheduled").get("status") == "False" and s,
+        90, diag=diag(k8s, namespace, operator),
+    )
+    c = cond(st, "RunnerScheduled")
+    assert c["reason"] == "Unschedulable" and "Insufficient cpu" in c["message"], c
+
+
+def test_two_benchmarks_on_one_endpoint_take_turns_and_delete_cleans_up(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = Target(k8s, namespace)
+    target.deploy()
+    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    k8s.apply(benchmark("first", namespace, ref, telemetry={"dcgm": "off"}))
+    k8s.wait_for("the first Job", lambda: k8s.get("job", "first-run-1", namespace), 60,
+                 diag=diag(k8s, namespace, operator))
+    k8s.apply(benchmark("second", namespace, ref, telemetry={"dcgm": "off"}))
+    st = wait_phase(k8s, namespace, "second", operator, ("Queued",), 60)
+    assert st["queuedBehind"] == f"{namespace}/first"
+    assert k8s.get("job", "second-run-1", namespace) is None
+    first = wait_phase(k8s, namespace, "first", operator, ("Succeeded", "Failed"))
+    assert first["phase"] == "Succeeded"
+    second = wait_phase(k8s, namespace, "second", operator, ("Succeeded", "Failed"))
+    assert second["phase"] == "Succeeded"
+    job = k8s.get("job", "second-run-1", namespace)
+    assert job["metadata"]["creationTimestamp"] >= first["lastRunTime"]
+    assert second["startedTime"] >= first["lastRunTime"]
+
+    k8s.kubectl("delete", "llmb", "first", "-n", namespace, "--wait=true", timeout=60)
+
+    def gone() -> bool:
+        kinds = "jobs,configmaps,serviceaccounts,roles,rolebindings,leases,pods"
+        out = k8s.kubectl("get", kinds, "-n", namespace, "-l", "llmbench.io/benchmark=first",
+                          "-o", "name").stdout
+        return not out.strip()
+
+    k8s.wait_for("everything the first benchmark owned to be deleted", gone, 90,
+                 diag=diag(k8s, namespace, operator))
+    assert k8s.get("job", "second-run-1", namespace) is not None
+
+
+def test_operator_restart_mid_run_makes_no_second_job(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = Target(k8s, namespace)
+    target.deploy()
+    k8s.apply(benchmark("restart", namespace,
+                        {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+                        telemetry={"dcgm": "off"},
+                        load={"requestCount": 48, "warmupRequestCount": 0}))
+    k8s.wait_for("the Job", lambda: k8s.get("job", "restart-run-1", namespace), 60,
+                 diag=diag(k8s, namespace, operator))
+    operator.stop(signal.SIGKILL)
+    time.sleep(1)
+    operator.start()
+    st = wait_phase(k8s, namespace, "restart", operator, ("Succeeded", "Failed"))
+    assert st["phase"] == "Succeeded" and st["run"] == 1
+    jobs = k8s.kubectl("get", "jobs", "-n", namespace, "-o", "name").stdout.split()
+    assert jobs == ["job.batch/restart-run-1"]
+
+
+def test_a_new_spec_runs_again_with_a_new_run_number(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = Target(k8s, namespace)
+    target.deploy()
+    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    k8s.apply(benchmark("again", namespace, ref, telemetry={"dcgm": "off"}))
+    st = wait_phase(k8s, namespace, "again", operator, ("Succeeded", "Failed"))
+    assert st["phase"] == "Succeeded" and st["run"] == 1
+    k8s.apply(benchmark("again", namespace, ref, telemetry={"dcgm": "off"},
+                        sweep={"type": "concurrency", "values": [1, 2]}))
+    st = k8s.wait_for(
+        "run 2 to finish",
+        lambda: (s := status(k8s, namespace, "again")).get("run") == 2
+        and s.get("phase") in ("Succeeded", "Failed") and s,
+        180, diag=diag(k8s, namespace, operator),
+    )
+    assert st["phase"] == "Succeeded" and st["progress"] == "2/2"
+    obj = k8s.get("llmb", "again", namespace)
+    assert st["observedGeneration"] == obj["metadata"]["generation"]
+    assert k8s.get("job", "again-run-2", namespace) is not None
+
+
+
+def test_a_spec_only_python_can_refuse_is_reported_as_a_condition(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    """A schedule that never fires passes CEL (it needs a calendar) and is the operator's to
+    report: Accepted=False with the field and the fix, no Job."""
+    k8s.apply(benchmark("never", namespace, {"url": "http://127.0.0.1:9"},
+                        schedule="0 0 30 2 *"))
+    st = wait_phase(k8s, namespace, "never", operator, ("Failed",), 60)
+    c = cond(st, "Accepted")
+    assert (c["status"], c["reason"]) == ("False", "InvalidSpec")
+    assert "spec.schedule" in c["message"]
+    assert k8s.get("job", "never-run-1", namespace) is None
+
+
+def sim_requests(target: Target) -> float:
+    """Requests the inference server finished, from its own Prometheus counters."""
+    with urllib.request.urlopen(f"{target.url}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("vllm:request_success_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def four_points_under_way(k8s: Any, namespace: str, operator: Operator, name: str) -> Target:
+    """A 4-point, 40-request sweep whose first point is in status: time to break something."""
+    target = Target(k8s, namespace)
+    target.deploy()
+    k8s.apply(benchmark(name, namespace,
+                        {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+                        telemetry={"dcgm": "off", "serverMetrics": "off"},
+                        load={"requestCount": 40, "warmupRequestCount": 0},
+                        sweep={"type": "concurrency", "values": [1, 2, 3, 4]}))
+    k8s.wait_for(
+        "the first point in status",
+        lambda: status(k8s, namespace, name).get("progress") in ("1/4", "2/4"),
+        120, interval=0.2, diag=diag(k8s, namespace, operator),
+    )
+    return target
+
+
+def test_a_killed_runner_pod_resumes_and_repeats_no_finished_point(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = four_points_under_way(k8s, namespace, operator, "resume")
+    (first_pod,) = k8s.pods(namespace, "llmbench.io/benchmark=resume")
+    k8s.kubectl("delete", "pod", first_pod["metadata"]["name"], "-n", namespace,
+                "--grace-period=0", "--wait=false")
+    st = wait_phase(k8s, namespace, "resume", operator, ("Succeeded", "Failed"), 240)
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert [p["value"] for p in st["points"]] == [1, 2, 3, 4]
+    (second,) = k8s.pods(namespace, "llmbench.io/benchmark=resume")  # the killed one is gone
+    assert second["metadata"]["name"] != first_pod["metadata"]["name"]
+    # 4 points x 40 requests, plus at most the one point the killed pod had not finished
+    # (repeated whole), plus the one-request preflight probes (one per pod and per point)
+    served = sim_requests(target)
+    assert 160 <= served < 160 + 40 + 12, served
+    log = k8s.kubectl("logs", second["metadata"]["name"], "-n", namespace).stdout
+    assert "resum" in log, log[-2000:]
+
+
+def test_a_target_that_goes_down_mid_sweep_fails_the_run_and_keeps_what_was_measured(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = four_points_under_way(k8s, namespace, operator, "down")
+    k8s.kubectl("delete", "deployment", "vllm", "-n", namespace, "--wait=false")
+    st = wait_phase(k8s, namespace, "down", operator, ("Succeeded", "Failed"), 240)
+    assert st["phase"] == "Failed", json.dumps(st, indent=1)
+    states = [p["state"] for p in st["points"]]
+    assert states[0] == "Succeeded" and "Failed" in states, st["points"]
+    failed = next(p for p in st["points"] if p["state"] == "Failed")
+    assert target.url.split("//")[1] in failed["reason"] or "unreachable" in failed["reason"]
+    assert cond(st, "Succeeded")["status"] == "False"
+    assert "point(s) failed" in st["message"] or "failed" in st["message"]
+
+
+def test_same_zone_uses_the_other_node_of_the_zone_when_the_target_node_is_full(
+    k8s: Any, namespace: str, operator: Operator
+) -> None:
+    target = Target(k8s, namespace)
+    target.deploy()
+    # Fill gpu-node-a (64 CPUs) so that an 8-CPU runner no longer fits there; cpu-node-a, in
+    # the same zone, has 16.
+    k8s.apply({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "filler", "namespace": namespace},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "gpu-node-a"},
+            "tolerations": [GPU_TOLERATION],
+            "containers": [{"name": "f", "image": "python:3.12-slim",
+                            "command": ["python", "-c", "import time; time.sleep(600)"],
+                            "resources": {"requests": {"cpu": "60"}}}],
+        },
+    })
+    k8s.wait_for("the filler pod to run",
+                 lambda: (k8s.get("pod", "filler", namespace) or {}).get("status", {}).get(
+                     "phase") == "Running", 60)
+    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    big = {"requests": {"cpu": "8", "memory": "128Mi"}, "limits": {"cpu": "8", "memory": "1Gi"}}
+    k8s.apply(benchmark("zone", namespace, ref, placement="SameZone", runner=big,
+                        telemetry={"dcgm": "off"}, sweep={"type": "concurrency", "values": [1]}))
+    st = wait_phase(k8s, namespace, "zone", operator, ("Succeeded", "Failed"), 180)
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert st["stack"]["runnerNode"] == "cpu-node-a"
+    # Any: no affinity at all; the scheduler may use any node that fits
+    k8s.apply(benchmark("anywhere", namespace, ref, placement="Any",
+                        telemetry={"dcgm": "off"}, sweep={"type": "concurrency", "values": [1]}))
+    st = wait_phase(k8s, namespace, "anywhere", operator, ("Succeeded", "Failed"), 180)
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    job = k8s.get("job", "anywhere-run-1", namespace)
+    assert "affinity" not in job["spec"]["template"]["spec"]
+    assert st["stack"]["runnerNode"] in {"gpu-node-a", "gpu-node-b", "cpu-node-a"}

@@ -1,0 +1,181 @@
+"""The runner's ConfigMap client against a real API server, with the runner's own token.
+
+The operator's builders make the run's ConfigMap, ServiceAccount, Role (``get``/``update``/
+``patch`` on that one ConfigMap, by ``resourceNames``) and RoleBinding; the token comes from
+the TokenRequest API, as the kubelet would mount it. With it, :class:`ConfigMapStore` reads the
+spec and merges results in, and the same token is refused (403) a Secret and any other
+ConfigMap: the runner can write only its own results.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from llmbench.api import Spec
+from llmbench.api.job import (
+    CHECKPOINT_KEY,
+    CONTEXT_KEY,
+    DIGEST_KEY,
+    ENV_API_KEY,
+    SPEC_KEY,
+    SUMMARY_KEY,
+    RunContext,
+    point_key,
+    point_name_of,
+)
+from llmbench.api.status import RunDigest
+from llmbench.operator.build import (
+    results_configmap,
+    runner_role,
+    runner_role_binding,
+    runner_service_account,
+)
+from llmbench.runner.job.store import ConfigMapStore, StoreError
+from llmbench.runner.sweep.analysis import ANALYZE_CSV
+from llmbench.sim import spawn_sim
+
+pytestmark = pytest.mark.e2e
+
+
+def api_server(kubeconfig: Path) -> tuple[str, bytes]:
+    """The API server's URL and CA certificate (PEM) from the admin kubeconfig."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    cluster = doc["clusters"][0]["cluster"]
+    if "certificate-authority-data" in cluster:
+        ca = base64.b64decode(cluster["certificate-authority-data"])
+    else:
+        path = Path(cluster["certificate-authority"])
+        ca = (path if path.is_absolute() else kubeconfig.parent / path).read_bytes()
+    return cluster["server"].rstrip("/"), ca
+
+
+def without_owner(obj: dict[str, Any]) -> dict[str, Any]:
+    """The builders' objects minus their ownerReference (no benchmark object exists here, and
+    the garbage collector would delete children of a missing owner)."""
+    obj["metadata"].pop("ownerReferences", None)
+    return obj
+
+
+def test_runner_token_writes_only_its_configmap(k8s: Any, namespace: str, tmp_path: Path) -> None:
+    bench = {"metadata": {"name": "bench", "namespace": namespace, "uid": str(uuid.uuid4())}}
+    spec = Spec.from_manifest({"target": {"url": "http://127.0.0.1:9", "model": "m"}})
+    ctx = RunContext(benchmark="bench", namespace=namespace, url="http://127.0.0.1:9")
+    objects = [
+        without_owner(build(bench, 1))
+        for build in (runner_service_account, runner_role, runner_role_binding)
+    ]
+    cm = without_owner(results_configmap(bench, 1, spec, ctx))
+    name = cm["metadata"]["name"]
+    other = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "someone-else", "namespace": namespace}, "data": {"a": "1"}}
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "api-key", "namespace": namespace},
+              "stringData": {"key": "s3cret"}}
+    k8s.apply([cm, *objects, other, secret], namespace)
+
+    token = k8s.core.create_namespaced_service_account_token(
+        name, namespace,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+         "spec": {"expirationSeconds": 600}},
+    ).status.token
+    server, ca = api_server(k8s.kubeconfig)
+    sa = tmp_path / "serviceaccount"
+    sa.mkdir()
+    (sa / "token").write_text(token)
+    (sa / "ca.crt").write_bytes(ca)
+
+    store = ConfigMapStore(name, namespace, server=server, service_account_dir=sa)
+    data = store.read()
+    assert json.loads(data[SPEC_KEY]) == spec.to_dict()
+    assert RunContext.model_validate_json(data[CONTEXT_KEY]) == ctx
+    store.write({DIGEST_KEY: '{"done":1}', point_key("m-chat-concurrency1"): "{}"})
+    store.write({DIGEST_KEY: '{"done":2}'})
+    seen = k8s.get("configmap", name, namespace)["data"]
+    assert seen[DIGEST_KEY] == '{"done":2}' and seen[point_key("m-chat-concurrency1")] == "{}"
+    assert seen[SPEC_KEY] == data[SPEC_KEY]  # a merge patch leaves the operator's keys alone
+
+    for op in (lambda s: s.read(), lambda s: s.write({"x": "y"})):
+        with pytest.raises(StoreError) as err:
+            op(ConfigMapStore("someone-else", namespace, server=server, service_account_dir=sa))
+        assert err.value.status == 403
+        assert f"ConfigMap {namespace}/someone-else" in str(err.value) and token not in str(
+            err.value
+        )
+    assert k8s.get("configmap", "someone-else", namespace)["data"] == {"a": "1"}
+
+    tls = ssl.create_default_context(cafile=str(sa / "ca.crt"))
+    with httpx.Client(verify=tls, headers={"Authorization": f"Bearer {token}"},
+                      timeout=30) as client:
+        for path in (f"/api/v1/namespaces/{namespace}/secrets/api-key",
+                     f"/api/v1/namespaces/{namespace}/secrets",
+                     f"/api/v1/namespaces/{namespace}/configmaps"):
+            assert client.get(server + path).status_code == 403, path
+        created = client.post(
+            server + f"/api/v1/namespaces/{namespace}/configmaps",
+            json={"metadata": {"name": "new-one"}, "data": {}},
+        )
+        assert created.status_code == 403
+
+
+def test_job_cli_sweeps_into_its_configmap(k8s: Any, namespace: str, tmp_path: Path) -> None:
+    """``llmbench job`` as the Job runs it (a process here, not a pod), with the runner's
+    token: a two-point sweep against ``llmbench sim`` ends as results in the ConfigMap."""
+    key = "sk-e2e-runner-key-5a4b3c2d1e"
+    url, sim = spawn_sim(["--ttft-ms", "10", "--itl-ms", "2", "--api-key", key])
+    try:
+        bench = {"metadata": {"name": "sweep", "namespace": namespace, "uid": str(uuid.uuid4())}}
+        spec = Spec.from_manifest({
+            "target": {"url": url, "apiKeySecretRef": {"name": "api-key", "key": "key"}},
+            "workload": {"inputTokens": {"mean": 16}, "outputTokens": {"mean": 8}},
+            "load": {"requestCount": 6, "warmupRequestCount": 1},
+            "sweep": {"type": "concurrency", "values": [1.0, 2.0]},
+        })
+        ctx = RunContext(benchmark="sweep", namespace=namespace, url=url,
+                         api_key_env=ENV_API_KEY, server_metrics="off")
+        objects = [without_owner(o) for o in (
+            results_configmap(bench, 1, spec, ctx), runner_service_account(bench, 1),
+            runner_role(bench, 1), runner_role_binding(bench, 1),
+        )]
+        name = objects[0]["metadata"]["name"]
+        k8s.apply(objects, namespace)
+        token = k8s.core.create_namespaced_service_account_token(
+            name, namespace, {"spec": {"expirationSeconds": 600}}
+        ).status.token
+        server, ca = api_server(k8s.kubeconfig)
+        sa = tmp_path / "serviceaccount"
+        sa.mkdir()
+        (sa / "token").write_text(token)
+        (sa / "ca.crt").write_bytes(ca)
+        term = tmp_path / "termination-log"
+        proc = subprocess.run(
+            [sys.executable, "-m", "llmbench", "job", "--configmap", name, "--namespace",
+             namespace, "--server", server, "--service-account-dir", str(sa),
+             "--artifact-dir", str(tmp_path / "results"), "--termination-log", str(term)],
+            env={**os.environ, ENV_API_KEY: key}, capture_output=True, text=True, timeout=300,
+        )
+    finally:
+        sim.terminate()
+        sim.wait(10)
+    assert proc.returncode == 0, proc.stderr
+    data = k8s.get("configmap", name, namespace)["data"]
+    digest = RunDigest.model_validate_json(data[DIGEST_KEY])
+    assert (digest.done, digest.total, digest.finished, digest.failed) == (2, 2, True, None)
+    points = sorted(k for k in data if point_name_of(k) is not None)
+    assert points == sorted(point_key(p.name) for p in digest.points)
+    assert data[SUMMARY_KEY] == (tmp_path / "results" / ANALYZE_CSV).read_text()
+    assert json.loads(data[CHECKPOINT_KEY])["complete"] is True
+    assert RunDigest.model_validate_json(term.read_text()).finished
+    for text in (*data.values(), proc.stdout, proc.stderr, term.read_text()):
+        assert key not in text and token not in text

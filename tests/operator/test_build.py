@@ -1,0 +1,175 @@
+"""The objects a run owns: names, ownership, least privilege, placement, the runner's pod."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from llmbench.api import Spec
+from llmbench.api.job import CONTEXT_KEY, ENV_API_KEY, SPEC_KEY, RunContext, run_name
+from llmbench.operator.build import (
+    LABEL_BENCHMARK,
+    Placement,
+    affinity,
+    lease_name,
+    run_objects,
+    runner_job,
+    runner_role,
+    runner_role_binding,
+    target_lease,
+    tolerations,
+)
+
+BENCH: dict[str, Any] = {
+    "apiVersion": "llmbench.io/v1alpha1",
+    "kind": "LLMBenchmark",
+    "metadata": {"name": "sweep", "namespace": "llm", "uid": "u-1", "generation": 1},
+    "spec": {
+        "target": {
+            "url": "http://10.0.0.5:8000",
+            "podSelector": {"matchLabels": {"app": "vllm"}},
+            "apiKeySecretRef": {"name": "vllm-key", "key": "token"},
+        },
+        "sweep": {"type": "concurrency", "range": "1:8"},
+    },
+}
+GPU_TAINT = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+WHERE = Placement({"matchLabels": {"app": "vllm"}}, "llm", [GPU_TAINT])
+
+
+def spec(**overrides: Any) -> Spec:
+    body = {**BENCH["spec"], **overrides}
+    return Spec.from_manifest(body, namespace="llm")
+
+
+def ctx() -> RunContext:
+    return RunContext(benchmark="sweep", namespace="llm", run=2, url="http://10.0.0.5:8000")
+
+
+def test_every_object_is_owned_and_named_for_the_run() -> None:
+    objs = run_objects(BENCH, 2, spec(), ctx(), WHERE)
+    assert [o["kind"] for o in objs] == [
+        "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Job",
+    ]
+    for o in objs:
+        meta = o["metadata"]
+        assert meta["name"] == "sweep-run-2" == run_name("sweep", 2)
+        assert meta["namespace"] == "llm"
+        assert meta["labels"][LABEL_BENCHMARK] == "sweep"
+        (owner,) = meta["ownerReferences"]
+        assert owner == {
+            "apiVersion": "llmbench.io/v1alpha1", "kind": "LLMBenchmark", "name": "sweep",
+            "uid": "u-1", "controller": True, "blockOwnerDeletion": True,
+        }
+
+
+def test_run_name_fits_a_label_value() -> None:
+    name = run_name("x" * 80, 12)
+    assert len(name) <= 63 and name.endswith("-run-12")
+
+
+def test_the_configmap_carries_the_spec_and_the_context() -> None:
+    cm = run_objects(BENCH, 2, spec(), ctx(), WHERE)[0]
+    assert Spec.from_manifest(json.loads(cm["data"][SPEC_KEY])).to_dict() == spec().to_dict()
+    assert RunContext.model_validate_json(cm["data"][CONTEXT_KEY]).url == "http://10.0.0.5:8000"
+
+
+def test_the_runner_role_grants_only_its_configmap() -> None:
+    role = runner_role(BENCH, 2)
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["sweep-run-2"],
+            "verbs": ["get", "update", "patch"],
+        }
+    ]
+    rb = runner_role_binding(BENCH, 2)
+    assert rb["roleRef"]["name"] == "sweep-run-2"
+    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "sweep-run-2", "namespace": "llm"}]
+
+
+def test_the_runner_pod_is_locked_down_and_requests_no_gpu() -> None:
+    job = runner_job(BENCH, 2, spec(), WHERE, image="llmbench:test")
+    pod = job["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["image"] == "llmbench:test"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod["serviceAccountName"] == "sweep-run-2"
+    for kind in ("requests", "limits"):
+        assert set(c["resources"][kind]) == {"cpu", "memory"}
+    assert {"name": "results", "emptyDir": {}} in pod["volumes"]
+    assert pod["restartPolicy"] == "Never"
+    assert c["args"][:3] == ["job", "--configmap", "sweep-run-2"]
+
+
+def test_the_api_key_reaches_the_runner_only_through_secret_key_ref() -> None:
+    c = runner_job(BENCH, 1, spec(), WHERE)["spec"]["template"]["spec"]["containers"][0]
+    keyed = [e for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+    assert keyed == [
+        {"name": ENV_API_KEY, "valueFrom": {"secretKeyRef": {"name": "vllm-key", "key": "token"}}}
+    ]
+    assert all(e["value"].startswith("/tmp") for e in c["env"] if "value" in e)
+    no_key = spec(target={"url": "http://10.0.0.5:8000"})
+    c = runner_job(BENCH, 1, no_key, WHERE)["spec"]["template"]["spec"]["containers"][0]
+    assert not [e for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+
+
+@pytest.mark.parametrize(
+    ("mode", "key"),
+    [("SameNode", "kubernetes.io/hostname"), ("SameZone", "topology.kubernetes.io/zone")],
+)
+def test_placement_is_required_pod_affinity_to_the_inference_pods(mode: str, key: str) -> None:
+    job = runner_job(BENCH, 1, spec(placement=mode), WHERE)
+    terms = job["spec"]["template"]["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms == [
+        {"labelSelector": {"matchLabels": {"app": "vllm"}}, "topologyKey": key,
+         "namespaces": ["llm"]}
+    ]
+
+
+def test_any_placement_and_no_selector_mean_no_affinity() -> None:
+    assert "affinity" not in runner_job(BENCH, 1, spec(placement="Any"), WHERE)["spec"][
+        "template"]["spec"]
+    assert affinity("SameNode", Placement(None, "llm")) is None
+
+
+def test_the_gpu_taints_of_the_target_nodes_are_tolerated_once_each() -> None:
+    taints = [GPU_TAINT, GPU_TAINT, {"key": "pool", "value": "a", "effect": "NoExecute"},
+              {"key": "soft", "effect": "Unknown"}]
+    assert tolerations(taints) == [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule", "operator": "Exists"},
+        {"key": "pool", "effect": "NoExecute", "operator": "Equal", "value": "a"},
+    ]
+
+
+def test_runner_block_sets_deadline_retries_and_resources() -> None:
+    s = spec(runner={"timeoutSeconds": 900, "backoffLimit": 1, "limits": {"memory": "4Gi"},
+                     "image": "registry.local/llmbench:dev"})
+    job = runner_job(BENCH, 1, s, WHERE)
+    assert job["spec"]["activeDeadlineSeconds"] == 900
+    assert job["spec"]["backoffLimit"] == 1
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}
+    assert c["image"] == "registry.local/llmbench:dev"
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert rules[0]["action"] == "FailJob" and rules[0]["onExitCodes"]["values"] == [1, 2]
+
+
+def test_the_lease_is_per_endpoint_and_names_its_holder() -> None:
+    a = target_lease(BENCH, "http://10.0.0.5:8000", "2026-01-01T00:00:00.000000Z")
+    assert a["metadata"]["name"] == lease_name("http://10.0.0.5:8000")
+    assert lease_name("http://10.0.0.5:8000") != lease_name("http://10.0.0.6:8000")
+    assert a["spec"]["holderIdentity"] == "llm/sweep"
+    assert a["metadata"]["ownerReferences"][0]["controller"] is False

@@ -1,0 +1,119 @@
+"""Status decisions: conditions flip with their time, runs are never doubled, status stays small."""
+
+from __future__ import annotations
+
+import json
+
+from llmbench.api.status import (
+    BenchmarkStatus,
+    KneeStatus,
+    MaxUnderSloStatus,
+    PointStatus,
+    RunDigest,
+    dump,
+)
+from llmbench.operator.status import (
+    MAX_STATUS_BYTES,
+    condition,
+    decide,
+    digest_patch,
+    job_outcome,
+    runner_pod_conditions,
+    set_condition,
+    validity_condition,
+)
+
+
+def test_last_transition_time_moves_only_on_a_flip() -> None:
+    c1 = set_condition([], condition("TargetReady", False, "ServiceNotFound", "x"), at="T1")
+    assert c1[0]["lastTransitionTime"] == "T1"
+    c2 = set_condition(c1, condition("TargetReady", False, "PodsNotReady", "y"), at="T2")
+    assert c2[0]["lastTransitionTime"] == "T1" and c2[0]["reason"] == "PodsNotReady"
+    c3 = set_condition(c2, condition("TargetReady", True, "Resolved"), at="T3")
+    assert c3[0]["lastTransitionTime"] == "T3" and c3[0]["status"] == "True"
+    c4 = set_condition(c3, condition("Accepted", True, "Valid"), at="T4")
+    assert [c["type"] for c in c4] == ["TargetReady", "Accepted"]
+
+
+def test_decide_never_starts_a_second_run_for_one_generation() -> None:
+    meta = {"generation": 3}
+    assert decide(meta, {}).action == "start" and decide(meta, {}).run == 1
+    running = {"run": 2, "phase": "Running", "observedGeneration": 3, "job": "b-run-2"}
+    assert decide(meta, running).action == "ensure"
+    assert decide(meta, {**running, "phase": "Pending"}).action == "ensure"
+    assert decide(meta, {**running, "phase": "Succeeded"}).action == "done"
+    again = decide({"generation": 4}, {**running, "phase": "Failed"})
+    assert (again.action, again.run) == ("start", 3)
+    wait = decide({"generation": 4}, running)
+    assert wait.action == "wait" and "finishes" in wait.message
+
+
+def test_job_outcome() -> None:
+    assert job_outcome(None) is None
+    assert job_outcome({"status": {}}) == "Running"
+    done = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+    assert job_outcome(done) == "Succeeded"
+    failed = {"status": {"conditions": [{"type": "FailureTarget", "status": "True"}]}}
+    assert job_outcome(failed) == "Failed"
+
+
+def test_runner_pod_pending_for_the_scheduler_says_why() -> None:
+    pod = {"status": {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 node(s) didn't match pod affinity rules."}]}}
+    (c,) = runner_pod_conditions(pod, 1)
+    assert (c.type, c.status, c.reason) == ("RunnerScheduled", "False", "Unschedulable")
+    assert "pod affinity" in c.message
+    running = {"spec": {"nodeName": "gpu-a"}, "status": {"phase": "Running", "conditions": [
+        {"type": "PodScheduled", "status": "True"}]}}
+    assert [(c.type, c.status) for c in runner_pod_conditions(running, 1)] == [
+        ("RunnerScheduled", "True"), ("Running", "True")]
+
+
+def big_digest() -> RunDigest:
+    points = [
+        PointStatus(name=f"m-openai-chat-concurrency{2**i}", value=2**i, state="Succeeded",
+                    ttft_p99_ms=45.0 * (i + 1), itl_p99_ms=5.1, e2e_p99_ms=900.0, ott=1000.0 * i,
+                    rps=3.0, goodput=2.5, slo_met=i < 5, gpu_power_w=8 * 650.0,
+                    gpu_energy_j=8 * 65000.0, gpu_utilization_pct=93.0, gpus=8, valid=True,
+                    warnings=["exporter sampled slower than the scrape"] * 3)
+        for i in range(9)
+    ]
+    return RunDigest(run=1, total=9, done=9, points=points,
+                     knee=KneeStatus(reached=True, value=16, label="16", rule="ttft-2x",
+                                     message="p99 TTFT 45 -> 98 ms"),
+                     max_under_slo=MaxUnderSloStatus(value=16, ott=4000.0, ttft_p99_ms=98.0),
+                     valid=True, finished=True)
+
+
+def test_a_nine_point_eight_gpu_status_fits_well_under_64_kib() -> None:
+    csv = "Config Name,Concurrency," + ",".join(["x"] * 20) + "\r\n"
+    csv = csv * 30
+    patch = digest_patch(big_digest(), csv)
+    status = BenchmarkStatus.model_validate({**patch, "phase": "Succeeded", "run": 1})
+    size = len(json.dumps(dump(status)))
+    assert size < MAX_STATUS_BYTES / 4, size
+    assert patch["progress"] == "9/9" and patch["maxUnderSLO"]["ott"] == 4000.0
+
+
+def test_measurement_valid_from_the_digest() -> None:
+    d = big_digest()
+    assert validity_condition(RunDigest(), 1) is None
+    c = validity_condition(d, 1)
+    assert c is not None and c.status == "True"
+    d.invalid_reasons = ["foreign traffic: the server completed 200 requests, the client 160"]
+    c = validity_condition(d, 1)
+    assert c is not None and c.status == "False" and "foreign traffic" in c.message
+    d.invalid_reasons, d.error_rate = [], 0.05
+    c = validity_condition(d, 1)
+    assert c is not None and (c.status, c.reason) == ("False", "ErrorRate")
+
+
+def test_status_figures_are_rounded_for_people_the_csv_keeps_them() -> None:
+    d = RunDigest(total=1, done=1, points=[PointStatus(
+        name="p", value=4, state="Succeeded", ott=1025.5455689606135, ttft_p99_ms=31.2057693)],
+        max_under_slo=MaxUnderSloStatus(value=4, ott=1025.5455689606135))
+    patch = digest_patch(d, "csv,1025.5455689606135\r\n")
+    assert patch["points"][0]["ott"] == 1025.55 and patch["points"][0]["ttftP99Ms"] == 31.21
+    assert patch["maxUnderSLO"]["ott"] == 1025.55
+    assert patch["summaryCSV"] == "csv,1025.5455689606135\r\n"
