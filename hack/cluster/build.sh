@@ -2,11 +2,13 @@
 # Build (or reuse) the binaries of the llmbench test control plane:
 #   kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes vX.Y.Z),
 #   etcd (go.etcd.io/etcd/server/v3 etcdmain, the version k8s pins),
-#   llm-d-inference-sim (the third-party vLLM simulator used as the "GPU inference pod").
+#   llm-d-inference-sim (the third-party vLLM simulator used as the "GPU inference pod"),
+#   helm (helm.sh/helm/v3, for the chart in charts/llmbench-operator and its tests).
 #
 # Usage: hack/cluster/build.sh [k8s-version]      (default v1.35.4)
 # Cache: ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/k8s-<version>/bin/
 #        ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/llm-d-inference-sim-<version>/bin/
+#        ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/helm-<version>/bin/helm
 # A warm run (all binaries present) exits in about a second.
 #
 # Concurrency: a build holds an flock on $CACHE/.build.lock (a second run says whom it waits
@@ -27,6 +29,9 @@ K8S_DIR="$CACHE/k8s-$K8S_VERSION"
 BIN="$K8S_DIR/bin"
 SIM_DIR="$CACHE/llm-d-inference-sim-$SIM_VERSION"
 SIM_BIN="$SIM_DIR/bin"
+HELM_VERSION="${LLMBENCH_HELM_VERSION:-v3.22.0}"
+HELM_DIR="$CACHE/helm-$HELM_VERSION"
+HELM_BIN="$HELM_DIR/bin"
 LOCK="$CACHE/.build.lock"
 JOBS="${LLMBENCH_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
@@ -43,8 +48,10 @@ check_cached() {
   for c in "${K8S_CMDS[@]}" etcd; do [[ -x "$BIN/$c" ]] || need_k8s=1; done
   need_sim=0
   [[ -x "$SIM_BIN/llm-d-inference-sim" ]] || need_sim=1
-  if [[ $need_k8s == 0 && $need_sim == 0 ]]; then
-    echo "cluster binaries: cached in $BIN and $SIM_BIN (warm, nothing to build)"
+  need_helm=0
+  [[ -x "$HELM_BIN/helm" ]] || need_helm=1
+  if [[ $need_k8s == 0 && $need_sim == 0 && $need_helm == 0 ]]; then
+    echo "cluster binaries: cached in $BIN, $SIM_BIN and $HELM_BIN (warm, nothing to build)"
     exit 0
   fi
 }
@@ -74,7 +81,8 @@ if [[ -z "$GO" ]]; then
 fi
 gov="$("$GO" env GOVERSION 2>/dev/null || true)"
 [[ "$gov" =~ ^go1\.([0-9]+) ]] || die "step go-toolchain: '$GO' does not run — install Go >= 1.25 or set GO=/path/to/go"
-(( BASH_REMATCH[1] >= 25 )) || die "step go-toolchain: $gov is too old — Kubernetes $K8S_VERSION needs Go >= 1.25; install a newer Go or set GO="
+GO_MINOR="${BASH_REMATCH[1]}"
+(( GO_MINOR >= 25 )) || die "step go-toolchain: $gov is too old — Kubernetes $K8S_VERSION needs Go >= 1.25; install a newer Go or set GO="
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
 
 # ---- private work directory ---------------------------------------------------------------
@@ -189,5 +197,37 @@ if [[ $need_sim == 1 ]]; then
   install_bin "$SOUT" "$SIM_BIN"
 fi
 
+# ---- helm ---------------------------------------------------------------------------------
+if [[ $need_helm == 1 ]]; then
+  HOUT="$TMP/helm-bin"
+  mkdir -p "$HOUT" "$HELM_DIR"
+  # The ldflags of helm's Makefile: its version, and the Kubernetes version that `helm
+  # template`/`lint` assume (Capabilities.KubeVersion), taken from the client-go it requires
+  # (v0.N.x -> 1.N); without them helm assumes v1.20 and refuses charts needing newer.
+  echo "step download: fetching helm.sh/helm/v3@$HELM_VERSION go.mod"
+  hgomod="$(cd "$TMP" && "$GO" mod download -json "helm.sh/helm/v3@$HELM_VERSION" 2>&1 | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')" || true
+  [[ -n "$hgomod" && -f "$hgomod" ]] \
+    || die "step download: cannot fetch helm.sh/helm/v3@$HELM_VERSION from the Go module proxy — check network/GOPROXY ($("$GO" env GOPROXY)) and that the version exists"
+  hgo=$(awk '$1 == "go" { print $2; exit }' "$hgomod")
+  if [[ "$hgo" =~ ^1\.([0-9]+) ]] && (( BASH_REMATCH[1] > GO_MINOR )); then
+    die "step go-toolchain: helm $HELM_VERSION needs Go >= $hgo, this is $gov — install a newer Go or set GO=/path/to/go"
+  fi
+  client_go=$(awk '$1 == "k8s.io/client-go" { print $2 }' "$hgomod")
+  [[ "$client_go" =~ ^v0\.([0-9]+)\. ]] \
+    || die "step download: helm $HELM_VERSION's go.mod names no k8s.io/client-go v0.N.x ('$client_go')"
+  hk8s_minor="${BASH_REMATCH[1]}"
+  hldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  hldflags+=" -X helm.sh/helm/v3/internal/version.metadata= -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    hldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$hk8s_minor"
+  done
+  echo "step compile: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION (cold, modules downloaded too: ~3.5 min on 2 cores)"
+  (cd "$TMP" && GOBIN="$HOUT" "$GO" install -p "$JOBS" -ldflags "$hldflags" \
+      "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >"$HELM_DIR/build.log" 2>&1) \
+    || die "step compile: 'go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION' failed (see $HELM_DIR/build.log: $(tail -1 "$HELM_DIR/build.log")) — check network/GOPROXY"
+  "$HOUT/helm" version --short || die "step compile: the built helm does not run (see $HELM_DIR/build.log)"
+  install_bin "$HOUT" "$HELM_BIN"
+fi
+
 end=$(date +%s)
-echo "cluster binaries: built in $((end - start)) s (cold build time) -> $BIN, $SIM_BIN"
+echo "cluster binaries: built in $((end - start)) s (cold build time) -> $BIN, $SIM_BIN, $HELM_BIN"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.charts.helm import HELM_VERSION
 from tests.cluster import COMPONENTS, K8S_VERSION, Cluster, ClusterError, bin_dir, sim_binary
 from tests.cluster.controlplane import _alive
 
@@ -81,7 +82,8 @@ def _fake_binaries(cache: Path) -> list[Path]:
     """Executable stand-ins where build.sh looks for the binaries (for a temp LLMBENCH_CACHE)."""
     k8s_bin = cache / f"k8s-{K8S_VERSION}" / "bin"
     sim_bin = cache / f"llm-d-inference-sim-{SIM_VERSION}" / "bin"
-    paths = [k8s_bin / c for c in COMPONENTS] + [sim_bin / "llm-d-inference-sim"]
+    helm_bin = cache / f"helm-{HELM_VERSION}" / "bin"
+    paths = [k8s_bin / c for c in COMPONENTS] + [sim_bin / "llm-d-inference-sim", helm_bin / "helm"]
     for p in paths:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("#!/bin/sh\nexit 0\n")

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Renders deploy/operator-rbac.yaml (the operator's Namespace, ServiceAccount, ClusterRole and
+# binding for `kubectl apply`, without helm) from the chart, whose files/rbac/*.yaml are the one
+# source of the operator's RBAC rules. tests/charts/test_chart.py fails when the file differs.
+#
+# Usage: bash hack/render-rbac.sh > deploy/operator-rbac.yaml
+# helm: $HELM, else the one hack/cluster/build.sh caches, else helm on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE="${LLMBENCH_CACHE:-$HOME/.cache/llmbench}"
+HELM="${HELM:-$CACHE/helm-${LLMBENCH_HELM_VERSION:-v3.22.0}/bin/helm}"
+if [[ ! -x "$HELM" ]]; then
+  HELM="$(command -v helm || true)"
+  [[ -n "$HELM" ]] || { echo "hack/render-rbac.sh: no helm — run 'bash hack/cluster/build.sh'" >&2; exit 1; }
+fi
+cat <<'HEADER'
+# The operator's identity and exactly the API calls it makes, for `kubectl apply` without helm.
+# Generated from charts/llmbench-operator (rules: its files/rbac/*.yaml, which
+# tests/operator/test_rbac.py compares with llmbench/operator/kube.py); do not edit.
+# Regenerate: bash hack/render-rbac.sh > deploy/operator-rbac.yaml
+# Apply after the CRD: kubectl apply -f crds/ -f deploy/operator-rbac.yaml
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: llmbench-system
+HEADER
+"$HELM" template llmbench-operator charts/llmbench-operator --namespace llmbench-system \
+  --show-only templates/serviceaccount.yaml --show-only templates/rbac.yaml 2> >(grep -v 'found symbolic link in path' >&2)

@@ -1,0 +1,220 @@
+"""The Helm chart without a cluster: lint, what it renders for the default values and for a
+namespaced install, its RBAC against the calls in the code, the CRD it ships, values that
+``values.schema.json`` refuses, and deploy/operator-rbac.yaml being its output.
+
+tests/e2e/test_chart.py installs it on the project's control plane and runs a sweep through it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.charts.helm import CHART, ROOT, by_kind, helm, helm_binary, render, set_args
+from tests.operator.test_rbac import CLUSTER_WIDE, Grants, compare, grants, used
+
+REPO_CRD = ROOT / "crds" / "llmbench.io_llmbenchmarks.yaml"
+CHART_CRD = CHART / "crds" / "llmbench.io_llmbenchmarks.yaml"
+
+
+def rbac_problems(docs: list[dict[str, Any]]) -> list[str]:
+    """What the rendered RBAC lacks or has in excess, for the operator's ServiceAccount.
+
+    All namespaces (no Role): its ClusterRole must allow exactly the calls in the code. A
+    namespaced install: in each namespace the operator watches (its ``--namespace`` args), the
+    Role there plus the ClusterRole must allow exactly those calls, and the ClusterRole alone
+    the calls that span namespaces."""
+    (sa,) = by_kind(docs, "ServiceAccount")
+    subject = {"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+               "namespace": sa["metadata"]["namespace"]}
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(docs, "Role")}
+    cluster_roles = {r["metadata"]["name"]: r for r in by_kind(docs, "ClusterRole")}
+    cluster: Grants = {}
+    for b in by_kind(docs, "ClusterRoleBinding"):
+        if subject in b["subjects"]:
+            cluster = grants(cluster_roles[b["roleRef"]["name"]]["rules"])
+    (deployment,) = by_kind(docs, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    watched = [a.split("=", 1)[1] for a in args if a.startswith("--namespace=")]
+    if not watched:
+        return [f"all namespaces: {line}" for line in compare(cluster, used())]
+    out = [f"ClusterRole: {line}" for line in compare(cluster, CLUSTER_WIDE)]
+    for ns in watched:
+        local: Grants = {}
+        for b in by_kind(docs, "RoleBinding"):
+            if b["metadata"]["namespace"] == ns and subject in b["subjects"]:
+                local = grants(roles[(ns, b["roleRef"]["name"])]["rules"])
+        both = {k: local.get(k, set()) | cluster.get(k, set()) for k in set(local) | set(cluster)}
+        out += [f"namespace {ns}: {line}" for line in compare(both, used())]
+    return out
+
+
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = by_kind(docs, "Deployment")
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(c)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", [{}, {"watchNamespaces": ["team-a", "team-b"]}])
+def test_helm_lint(values: dict[str, Any]) -> None:
+    out = helm("lint", "--strict", str(CHART), *set_args(values))
+    assert "1 chart(s) linted, 0 chart(s) failed" in out.stdout
+
+
+def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
+    docs = render()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    assert rbac_problems(docs) == []
+    (role,) = by_kind(docs, "ClusterRole")
+    assert role["metadata"]["name"] == "llmbench-operator"
+
+    (deployment,) = by_kind(docs, "Deployment")
+    assert deployment["metadata"]["namespace"] == "llmbench-system"
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "llmbench-operator"
+    assert pod["securityContext"] == {"runAsNonRoot": True,
+                                      "seccompProfile": {"type": "RuntimeDefault"}}
+    c = container(docs)
+    assert c["image"] == "ghcr.io/llmbench/llmbench:0.1.0"
+    assert "command" not in c  # the image's entrypoint is `llmbench`
+    assert c["args"] == [
+        "operator", "--all-namespaces", "--runner-image=ghcr.io/llmbench/llmbench:0.1.0",
+        "--liveness=http://0.0.0.0:8080/healthz", "--retry-delay=3",
+    ]
+    assert c["ports"] == [{"name": "healthz", "containerPort": 8080, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert c[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert c["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+
+
+def test_a_namespaced_install_has_a_role_in_each_watched_namespace() -> None:
+    docs = render("bench", "ops", watchNamespaces=["team-a", "team-b"],
+                  **{"runner.image": "registry.local/llmbench:dev", "liveness.port": 9091})
+    assert rbac_problems(docs) == []
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in by_kind(docs, "Role")}
+    assert roles == {("team-a", "bench-llmbench-operator"), ("team-b", "bench-llmbench-operator")}
+    bindings = by_kind(docs, "RoleBinding")
+    assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
+    for b in bindings:
+        assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                "name": "bench-llmbench-operator"}
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": "bench-llmbench-operator",
+                                  "namespace": "ops"}]
+    (cluster_role,) = by_kind(docs, "ClusterRole")
+    assert cluster_role["metadata"]["name"] == "bench-llmbench-operator-ops"
+    assert grants(cluster_role["rules"]) == CLUSTER_WIDE
+    c = container(docs)
+    assert c["args"][:3] == ["operator", "--namespace=team-a", "--namespace=team-b"]
+    assert "--all-namespaces" not in c["args"]
+    assert "--runner-image=registry.local/llmbench:dev" in c["args"]
+    assert "--liveness=http://0.0.0.0:9091/healthz" in c["args"]
+    assert c["ports"][0]["containerPort"] == 9091
+
+
+@pytest.mark.parametrize(
+    "file,rule,missing",
+    [
+        ("namespaced-rules.yaml", "leases", "namespace team-a: missing: leases.coordination"),
+        ("namespaced-rules.yaml", "jobs", "namespace team-a: missing: jobs.batch"),
+        ("cluster-rules.yaml", "nodes", "ClusterRole: missing: nodes ['get']"),
+        ("cluster-rules.yaml", "pods", "ClusterRole: missing: pods ['list']"),
+    ],
+)
+def test_a_rule_removed_from_the_charts_rbac_source_fails_the_check(
+    tmp_path: Path, file: str, rule: str, missing: str
+) -> None:
+    """The same check as above, on a copy of the chart with one rule taken out of its source:
+    both install modes then report the call the code makes and the chart no longer allows."""
+    chart = tmp_path / "llmbench-operator"
+    shutil.copytree(CHART, chart, symlinks=False)
+    source = chart / "files" / "rbac" / file
+    rules = yaml.safe_load(source.read_text())
+    kept = [r for r in rules if rule not in r["resources"]]
+    assert len(kept) == len(rules) - 1
+    source.write_text(yaml.safe_dump(kept))
+
+    namespaced = rbac_problems(render("bench", "ops", chart=chart, watchNamespaces=["team-a"]))
+    assert any(line.startswith(missing) for line in namespaced), namespaced
+    everywhere = rbac_problems(render(chart=chart))
+    if file == "cluster-rules.yaml" and rule == "pods":
+        # all namespaces: the namespaced pods rule (list, watch) still covers it
+        assert everywhere == []
+    else:
+        assert any(line.startswith("all namespaces: missing: ") and rule in line
+                   for line in everywhere), everywhere
+
+
+def test_deploy_rbac_file_is_the_charts_output() -> None:
+    out = subprocess.run(
+        ["bash", str(ROOT / "hack" / "render-rbac.sh")], capture_output=True, text=True,
+        timeout=120, check=False, env={**os.environ, "HELM": str(helm_binary())},
+    )
+    assert out.returncode == 0, out.stderr
+    assert (ROOT / "deploy" / "operator-rbac.yaml").read_text() == out.stdout, (
+        "deploy/operator-rbac.yaml is not the chart's output: "
+        "run bash hack/render-rbac.sh > deploy/operator-rbac.yaml"
+    )
+
+
+def test_the_chart_ships_the_repositorys_crd(tmp_path: Path) -> None:
+    """crds/ in the chart is the generated CRD (a symlink, which helm packages as the file)."""
+    assert CHART_CRD.read_bytes() == REPO_CRD.read_bytes()
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    (archive,) = tmp_path.glob("llmbench-operator-*.tgz")
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("llmbench-operator/crds/llmbench.io_llmbenchmarks.yaml")
+        assert member is not None
+        assert member.read() == REPO_CRD.read_bytes()
+    # the packaged chart renders the CRD with --include-crds
+    out = helm("template", "x", str(archive), "--include-crds").stdout
+    crds = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "CustomResourceDefinition"]
+    assert [c["metadata"]["name"] for c in crds] == ["llmbenchmarks.llmbench.io"]
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["--set", "replicas=x"], "at '/replicas': got string, want integer"),
+        (["--set", "image.tag=5"], "at '/image/tag': got number, want string"),
+        (["--set", "replicas=2"], "at '/replicas': maximum: got 2, want 1"),
+        (["--set", "watchNamespaces={Bad_NS}"], "at '/watchNamespaces/0': 'Bad_NS' does not match"),
+        (["--set", "watchNamespace=team-a"], "additional properties 'watchNamespace' not allowed"),
+        (["--set", "image.pullPolicy=Sometimes"], "at '/image/pullPolicy': value must be one of"),
+        (["--set", "liveness.port=0"], "at '/liveness/port': minimum: got 0, want 1"),
+        (["--set", "resources.limits.memory=lots"], "at '/resources/limits/memory'"),
+        (["--set", "serviceAccount.create=yes"], "at '/serviceAccount/create': got string"),
+    ],
+)
+def test_invalid_values_fail_naming_the_value(args: list[str], named: str) -> None:
+    out = helm("template", "x", str(CHART), *args, check=False)
+    assert out.returncode != 0
+    assert "values don't meet the specifications of the schema" in out.stderr
+    assert named in out.stderr, out.stderr
+
+
+def test_an_invalid_values_file_fails_naming_the_value(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text("replicas: one\nimage:\n  tag: 5\n")
+    out = helm("template", "x", str(CHART), "-f", str(values), check=False)
+    assert out.returncode != 0
+    assert "at '/replicas'" in out.stderr and "at '/image/tag'" in out.stderr, out.stderr
+

@@ -1,0 +1,224 @@
+"""The Helm chart on the project's control plane: ``helm install`` for real, the operator
+started from the chart's Deployment by the process kubelet (image name containing
+``llmbench``, no command: ``llmbench operator ...`` with the chart's args and the pod's
+ServiceAccount token, so the chart's RBAC is all it has), and a small sweep through it to
+``Succeeded``; once watching every namespace (the default values), once watching one.
+
+The target and benchmark helpers are tests/e2e/test_operator.py's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.charts.helm import CHART, helm, set_args
+from tests.cluster.controlplane import free_port
+from tests.e2e.test_operator import (
+    Target,
+    benchmark,
+    cond,
+    exporter_pod,
+    ready_pods,
+    status,
+    wait_phase,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+class Release:
+    """One ``helm install`` of the chart; its operator pod's log for diagnostics."""
+
+    def __init__(self, k8s: Any, name: str, namespace: str) -> None:
+        self.k8s, self.name, self.namespace = k8s, name, namespace
+        self.fullname = f"{name}-llmbench-operator"
+        self.selector = f"app.kubernetes.io/instance={name}"
+        self.notes = ""
+
+    def helm(self, *args: str, check: bool = True) -> Any:
+        return helm(*args, "--namespace", self.namespace, "--kubeconfig",
+                    str(self.k8s.kubeconfig), check=check)
+
+    def install(self, **values: Any) -> None:
+        out = self.helm("install", self.name, str(CHART), *set_args(values))
+        self.notes = out.stdout
+
+    def uninstall(self) -> None:
+        self.helm("uninstall", self.name, "--wait", "--timeout", "60s", check=False)
+        self.k8s.wait_for(
+            "the operator pod to be gone", lambda: not self.k8s.pods(self.namespace, self.selector),
+            60,
+        )
+
+    def pod(self) -> dict[str, Any]:
+        pods = self.k8s.pods(self.namespace, self.selector)
+        return dict(pods[0]) if pods else {}
+
+    def ready(self) -> dict[str, Any]:
+        def is_ready() -> dict[str, Any] | None:
+            pod = self.pod()
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            ok = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+            return pod if ok else None
+
+        return dict(self.k8s.wait_for(
+            "the operator pod to be Ready (kopf's /healthz)", is_ready, 90, diag=self.diag,
+        ))
+
+    def log(self) -> str:
+        """The operator pod's whole output."""
+        out = self.k8s.kubectl("logs", "-n", self.namespace, "-l", self.selector,
+                               "--tail", "-1", check=False)
+        return out.stdout + out.stderr
+
+    def tail(self, n: int = 6000) -> str:
+        """The end of the operator's output (what wait_phase shows when it times out)."""
+        return self.log()[-n:]
+
+    def assert_nothing_forbidden(self) -> None:
+        """The chart's RBAC let the operator do everything it tried (no 403 in its log)."""
+        lines = [line for line in self.log().splitlines() if "aiohttp.access" not in line]
+        bad = [line for line in lines if "403" in line or "orbidden" in line]
+        assert lines and not bad, "\n".join(bad)
+
+    def diag(self) -> str:
+        return f"{self.k8s.describe(self.namespace)}\n--- operator log ---\n{self.tail()}"
+
+
+@pytest.fixture
+def bench_namespace(k8s: Any) -> Iterator[str]:
+    """A second namespace: the benchmarks and their target live apart from the operator."""
+    name = f"e2e-bench-{uuid.uuid4().hex[:8]}"
+    k8s.kubectl("create", "namespace", name)
+    k8s.wait_for(f"ServiceAccount default in {name}",
+                 lambda: k8s.get("serviceaccount", "default", name), 30)
+    try:
+        yield name
+    finally:
+        k8s.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def release(k8s: Any, namespace: str) -> Release:
+    return Release(k8s, f"chart-{uuid.uuid4().hex[:6]}", namespace)
+
+
+def sweep_through(
+    k8s: Any, rel: Release, namespace: str, exporter_namespace: str | None = None
+) -> dict[str, Any]:
+    """The target, a two-point sweep against it, and its status once Succeeded; with
+    ``exporter_namespace``, a dcgm-exporter-format pod on the target's node there."""
+    target = Target(k8s, namespace)
+    pod = target.deploy()
+    if exporter_namespace:
+        exporter = exporter_pod(exporter_namespace, free_port(), pod["metadata"]["name"],
+                                target.node)
+        exporter["spec"]["containers"][0]["command"][4] = namespace  # the GPUs' pod namespace
+        k8s.apply(exporter)
+        k8s.wait_for(
+            "the dcgm exporter to be Ready",
+            lambda: ready_pods(k8s, exporter_namespace, "app=nvidia-dcgm-exporter"), 60,
+            diag=lambda: k8s.describe(exporter_namespace),
+        )
+    k8s.apply(benchmark(
+        "sweep", namespace, {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+        sweep={"type": "concurrency", "values": [1, 2]},
+        load={"requestCount": 8, "warmupRequestCount": 0},
+    ))
+    # wait_phase wants an Operator for its diagnostics; it reads only .tail()
+    st = wait_phase(k8s, namespace, "sweep", rel, ("Succeeded", "Failed"), 240)  # type: ignore[arg-type]
+    assert st["phase"] == "Succeeded", (st, rel.tail())
+    return st
+
+
+def test_default_values_install_an_operator_for_every_namespace_that_runs_a_sweep(
+    crd_installed: Any, namespace: str, bench_namespace: str
+) -> None:
+    k8s = crd_installed
+    rel = release(k8s, namespace)
+    port = free_port()
+    rel.install(**{"liveness.port": port})  # the pods share the host's loopback
+    try:
+        assert f"rollout status deployment/{rel.fullname}" in rel.notes
+        assert "kubectl get llmb -A -w" in rel.notes
+        role = k8s.get("clusterrole", rel.fullname)
+        assert role is not None and any("nodes" in r["resources"] for r in role["rules"])
+        binding = k8s.get("clusterrolebinding", rel.fullname)
+        assert binding is not None and binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": rel.fullname, "namespace": namespace}
+        ]
+        pod = rel.ready()
+        spec = pod["spec"]
+        assert spec["serviceAccountName"] == rel.fullname
+        assert spec["containers"][0]["args"][:2] == ["operator", "--all-namespaces"]
+        assert spec["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+        st = sweep_through(k8s, rel, bench_namespace)
+        assert st["progress"] == "2/2"
+        assert [p["value"] for p in st["points"]] == [1, 2]
+        assert cond(st, "Succeeded")["status"] == "True"
+        rel.assert_nothing_forbidden()
+        job = k8s.get("job", "sweep-run-1", bench_namespace)
+        assert job is not None
+        runner = job["spec"]["template"]["spec"]["containers"][0]
+        assert runner["image"] == "ghcr.io/llmbench/llmbench:0.1.0"  # --runner-image
+    finally:
+        rel.uninstall()
+    assert k8s.get("clusterrole", rel.fullname) is None
+    assert k8s.get("clusterrolebinding", rel.fullname) is None
+
+
+def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
+    crd_installed: Any, namespace: str, bench_namespace: str
+) -> None:
+    k8s = crd_installed
+    rel = release(k8s, namespace)
+    rel.install(**{"liveness.port": free_port(), "watchNamespaces": [bench_namespace],
+                   "runner.image": "llmbench:e2e-chart"})
+    try:
+        assert f"kubectl get llmb -n {bench_namespace} -w" in rel.notes
+        role = k8s.get("role", rel.fullname, bench_namespace)
+        assert role is not None
+        assert k8s.get("rolebinding", rel.fullname, bench_namespace) is not None
+        cluster_role = k8s.get("clusterrole", f"{rel.fullname}-{namespace}")
+        assert cluster_role is not None
+        assert sorted(r["resources"][0] for r in cluster_role["rules"]) == ["nodes", "pods"]
+        pod = rel.ready()
+        assert pod["spec"]["containers"][0]["args"][:2] == [
+            "operator", f"--namespace={bench_namespace}"
+        ]
+        # a benchmark outside the watched namespaces is left alone
+        k8s.apply(benchmark("elsewhere", namespace, {"url": "http://127.0.0.1:9"}))
+
+        # the exporter sits in a namespace the operator does not watch: found through the
+        # small ClusterRole's cluster-wide pod list
+        st = sweep_through(k8s, rel, bench_namespace, exporter_namespace=namespace)
+        assert st["progress"] == "2/2"
+        telemetry = cond(st, "TelemetryAvailable")
+        assert telemetry["status"] == "True" and telemetry["reason"] == "ExporterFound", telemetry
+        job = k8s.get("job", "sweep-run-1", bench_namespace)
+        assert job is not None
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "llmbench:e2e-chart"
+        assert status(k8s, namespace, "elsewhere") == {}
+        rel.assert_nothing_forbidden()
+        assert k8s.get("job", "elsewhere-run-1", namespace) is None
+    finally:
+        rel.uninstall()
+    assert k8s.get("clusterrole", f"{rel.fullname}-{namespace}") is None
+
+
+def test_helm_install_with_invalid_values_fails_naming_the_value(
+    crd_installed: Any, namespace: str
+) -> None:
+    k8s = crd_installed
+    rel = release(k8s, namespace)
+    out = rel.helm("install", rel.name, str(CHART), "--set", "replicas=x", "--set",
+                   "image.tag=5", check=False)
+    assert out.returncode != 0
+    assert "at '/replicas': got string, want integer" in out.stderr, out.stderr
+    assert "at '/image/tag': got number, want string" in out.stderr, out.stderr
+    assert rel.helm("list", "--short").stdout.strip() == ""
+    assert k8s.get("deployment", rel.fullname, namespace) is None
