@@ -445,7 +445,9 @@ def energy_efficiency(
     """Energy per output token and throughput per watt over the kept GPUs.
 
     ``window_s`` is the client's measurement window (T_y − T_x) and ``output_tokens`` its Σ OSL,
-    so the figures line up with OTT. Any missing input gives ``None``, not 0.
+    so the figures line up with OTT; ``energy_j`` stays the counter's increase over the whole
+    telemetry window, the per-token figure uses its share of the measurement window. Any
+    missing input gives ``None``, not 0.
     """
     gpus = list(result.gpus.values())
     energy = sum_or_none(g.energy_j for g in gpus) if gpus else None
@@ -454,7 +456,13 @@ def energy_efficiency(
     power = sum_or_none(g.power_w.avg for g in gpus) if gpus else None
     if gpus and any(g.power_w.avg is None for g in gpus):
         power = None
-    j_per_tok = energy / output_tokens if energy is not None and output_tokens > 0 else None
+    # The counter's increase covers the telemetry window, which opens before the warm-up
+    # requests; the tokens are the measured requests' only. Scale the energy to the client's
+    # measurement window (mean power x its length) so J/token is not inflated by the warm-up.
+    measured = energy
+    if energy is not None and 0 < window_s < result.window_s:
+        measured = energy * window_s / result.window_s
+    j_per_tok = measured / output_tokens if measured is not None and output_tokens > 0 else None
     tps_per_w = (
         output_tokens / window_s / power
         if power is not None and power > 0 and window_s > 0

@@ -527,6 +527,12 @@ def test_outputs_json_rows_and_efficiency() -> None:
     assert eff.avg_power_w == pytest.approx(618.0)
     assert eff.output_tokens_per_s_per_watt == pytest.approx(750.0 / 618.0)
     assert energy_efficiency(r, output_tokens=0, window_s=0.0).joules_per_output_token is None
+    # The warm-up ran inside the telemetry window but its tokens are not counted: only the
+    # measurement window's share of the energy is charged to the measured tokens.
+    assert r.window_s > 0
+    half = energy_efficiency(r, output_tokens=3000, window_s=r.window_s / 2)
+    assert half.energy_j == pytest.approx(2380.0)  # what the counters measured, unscaled
+    assert half.joules_per_output_token == pytest.approx(2380.0 / 2 / 3000)
     model = telemetry_json(r, validity_signals(r, client_completed=31))
     text = model.to_json()  # JSON-able, no NaN
     saved = TelemetrySummary.model_validate_json(text)
