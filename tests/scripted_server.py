@@ -57,7 +57,8 @@ class ScriptedServer:
 
     def stop(self) -> None:
         """Closes the listening socket and every connection: the server is dead."""
-        self._stopped = True
+        with self._lock:
+            self._stopped = True
         if self._sock is not None:
             self._sock.close()
         with self._lock:
@@ -87,6 +88,9 @@ class ScriptedServer:
                 return
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
+                if self._stopped:  # accepted while stop() ran: dead servers answer nothing
+                    conn.close()
+                    return
                 self._conns.append(conn)
             self._spawn(self._serve, conn)
 

@@ -40,6 +40,14 @@ def _stream(tokens: int, *, gap: float = 0.0, **kw: bool) -> list[Step]:
     return steps
 
 
+def _config(**settings: Any) -> LoadConfig:
+    """A LoadConfig whose requests give up after 20 s unless a test says otherwise: a request
+    stranded by a racing server (or a port reused by another process once a test's server is
+    dead) then fails this test in seconds instead of holding the suite for the default 600."""
+    settings.setdefault("request_timeout_s", 20.0)
+    return LoadConfig(**settings)
+
+
 def _run(
     server: ScriptedServer, cfg: LoadConfig, during: Callable[[], Any] | None = None
 ) -> LoadResult:
@@ -74,7 +82,7 @@ def test_a_request_that_hits_its_timeout_is_a_timeout_not_a_disconnect() -> None
 
     server = _serve(script)
     try:
-        result = _run(server, LoadConfig(concurrency=1, request_count=2, request_timeout_s=0.3))
+        result = _run(server, _config(concurrency=1, request_count=2, request_timeout_s=0.3))
     finally:
         server.stop()
     first, second = sorted(result.records, key=lambda r: r.index)
@@ -101,7 +109,7 @@ def test_a_stream_cut_before_its_end_is_incomplete_and_left_out_of_latencies(
     # Every other request is whole; the others end (cleanly framed) as ``ends`` says.
     server = _serve(lambda n, _: _stream(4, **ends) if n % 2 else _stream(4))
     try:
-        result = _run(server, LoadConfig(concurrency=2, request_count=10))
+        result = _run(server, _config(concurrency=2, request_count=10))
     finally:
         server.stop()
     kinds = Counter(r.error_type for r in result.records)
@@ -127,7 +135,7 @@ def test_a_stop_records_the_requests_in_flight_as_interrupted_with_what_arrived(
         await asyncio.sleep(0.3)
 
     try:
-        result = _run(server, LoadConfig(concurrency=4, request_count=1000), wait_for_streams)
+        result = _run(server, _config(concurrency=4, request_count=1000), wait_for_streams)
     finally:
         server.stop()
     assert len(result.records) == 8
@@ -155,7 +163,7 @@ def test_retry_after_holds_the_slot_and_the_wait_is_reported() -> None:
     server = _serve(script)
     try:
         result = _run(
-            server, LoadConfig(concurrency=1, request_count=4, retry_after_max_s=0.5)
+            server, _config(concurrency=1, request_count=4, retry_after_max_s=0.5)
         )
     finally:
         server.stop()
@@ -183,7 +191,7 @@ def test_a_dead_target_ends_the_point_with_bounded_records_and_keeps_what_was_me
     killer = threading.Thread(target=kill)
     killer.start()
     try:
-        cfg = LoadConfig(concurrency=8, request_count=None, measurement_duration_s=60,
+        cfg = _config(concurrency=8, request_count=None, measurement_duration_s=60,
                          unreachable_after_s=1.0, error_records_kept=5)
         result = _run_to(port, cfg)
     finally:
@@ -219,7 +227,7 @@ def test_connect_backoff_doubles_to_its_cap_with_jitter() -> None:
 
 def test_max_concurrency_is_split_across_workers_as_seen_by_the_server() -> None:
     server = _serve(lambda n, _: _stream(5, gap=0.04))
-    cfg = LoadConfig(mode="request_rate", request_rate=200, max_concurrency=4, workers=2,
+    cfg = _config(mode="request_rate", request_rate=200, max_concurrency=4, workers=2,
                      concurrency=4, request_count=40)
 
     async def main() -> LoadResult:
@@ -250,7 +258,7 @@ def test_responses_beyond_the_buffer_are_never_decoded_while_requests_are_in_fli
     server = _serve(lambda n, _: _stream(40))
     try:
         # A 16 KiB budget: a few responses fit, the rest go to the spill file.
-        result = _run(server, LoadConfig(concurrency=8, request_count=300, buffer_mb=1 / 64))
+        result = _run(server, _config(concurrency=8, request_count=300, buffer_mb=1 / 64))
     finally:
         server.stop()
     assert result.spilled_requests > 250
@@ -273,7 +281,7 @@ def test_a_loop_stall_is_named_with_the_requests_it_overlapped() -> None:
         await asyncio.sleep(0.3)
 
     try:
-        result = _run(server, LoadConfig(concurrency=4, request_count=10_000), block_the_loop)
+        result = _run(server, _config(concurrency=4, request_count=10_000), block_the_loop)
     finally:
         server.stop()
     stall = result.longest_stall
@@ -292,7 +300,7 @@ def test_a_small_body_in_a_connection_close_reply_ends_cleanly() -> None:
 
     server = _serve(script)
     try:
-        result = _run(server, LoadConfig(concurrency=2, request_count=6, request_timeout_s=5))
+        result = _run(server, _config(concurrency=2, request_count=6, request_timeout_s=5))
     finally:
         server.stop()
     assert all(r.ok for r in result.records), [r.error_message for r in result.records]
@@ -301,7 +309,7 @@ def test_a_small_body_in_a_connection_close_reply_ends_cleanly() -> None:
 def test_error_records_are_capped_per_type_with_exact_counts() -> None:
     server = _serve(lambda n, _: [b"HTTP/1.1 500 Oops\r\nContent-Length: 4\r\n\r\nboom"])
     try:
-        result = _run(server, LoadConfig(concurrency=2, request_count=50, error_records_kept=5))
+        result = _run(server, _config(concurrency=2, request_count=50, error_records_kept=5))
     finally:
         server.stop()
     assert [r.error_type for r in result.records] == ["http_500"] * 5
@@ -324,7 +332,7 @@ def test_open_loop_holds_its_schedule_for_retry_after_and_for_a_dead_target() ->
 
     server = _serve(script)
     try:
-        cfg = LoadConfig(mode="request_rate", request_rate=50, concurrency=4, request_count=12)
+        cfg = _config(mode="request_rate", request_rate=50, concurrency=4, request_count=12)
         result = _run(server, cfg)
     finally:
         server.stop()
@@ -339,7 +347,7 @@ def test_open_loop_holds_its_schedule_for_retry_after_and_for_a_dead_target() ->
     dying = _serve(lambda n, _: _stream(2))
     killer = threading.Thread(target=lambda: (_wait_for_requests(dying, 10), dying.stop()))
     killer.start()
-    cfg = LoadConfig(mode="request_rate", request_rate=200, concurrency=4, request_count=None,
+    cfg = _config(mode="request_rate", request_rate=200, concurrency=4, request_count=None,
                      measurement_duration_s=60, unreachable_after_s=0.5)
     try:
         result = _run_to(dying.port, cfg)
