@@ -116,6 +116,7 @@ __all__ = [
     "PLACEMENTS",
     "Runner",
     "RunnerLimits",
+    "Sessions",
     "RunnerRequests",
     "PLURAL",
     "RANGE_PATTERN",
@@ -553,6 +554,48 @@ class Workload(ApiModel):
     )
 
 
+class Sessions(ApiModel):
+    """Multi-turn chat sessions (GenAI-Perf's --num-sessions and --session-* flags): each
+    session sends its turns one after another, every turn with the chat history so far (its
+    user turns and the replies it got), the next turn a delay after the previous answer."""
+
+    RULES = (
+        Rule(
+            name="sessions.concurrency-at-most-count",
+            message="load.sessions.concurrency is more than load.sessions.count (sessions in "
+            "flight cannot exceed the sessions there are)",
+            cel="(has(self.concurrency) ? self.concurrency : 1) <= self.count",
+            check=lambda ss: ss.concurrency <= ss.count,
+            field_path=".concurrency",
+        ),
+    )
+
+    count: PositiveInt = Field(
+        le=1000000, description="Sessions to run (GenAI-Perf's --num-sessions)."
+    )
+    concurrency: PositiveInt = Field(
+        default=1, description="Sessions in flight (--session-concurrency)."
+    )
+    turns_mean: PositiveInt = Field(
+        default=1, le=10000, description="Mean turns per session (--session-turns-mean)."
+    )
+    turns_stddev: Float = Field(
+        default=0.0, ge=0, description="Standard deviation of the turns (--session-turns-stddev)."
+    )
+    turn_delay_mean_ms: Float = Field(
+        default=0.0,
+        ge=0,
+        le=86400000,
+        description="Mean delay (ms) from an answer to the session's next turn "
+        "(--session-turn-delay-mean).",
+    )
+    turn_delay_stddev_ms: Float = Field(
+        default=0.0,
+        ge=0,
+        description="Standard deviation (ms) of the delay (--session-turn-delay-stddev).",
+    )
+
+
 class Load(ApiModel):
     """How requests are issued at one point (a sweep overrides the swept quantity)."""
 
@@ -622,6 +665,29 @@ class Load(ApiModel):
             ),
             field_path=".fixedSchedule",
         ),
+        Rule(
+            name="load.sessions-are-the-load",
+            message="load.sessions is the load (sessions x turns requests, "
+            "load.sessions.concurrency in flight): remove load.concurrency (or keep it 1), "
+            "load.requestRate, "
+            "load.requestCount, load.measurementDurationSeconds, load.measurementIntervalMs, "
+            "load.warmupRequestCount and load.fixedSchedule, and keep load.workers 1",
+            cel="!has(self.sessions) || "
+            f"({_cel_value('self.mode', 'concurrency')} == 'concurrency' && "
+            "(has(self.concurrency) ? self.concurrency : 1) == 1 && !has(self.requestRate) && "
+            "!has(self.requestCount) && "
+            "!has(self.measurementDurationSeconds) && !has(self.measurementIntervalMs) && "
+            "(has(self.warmupRequestCount) ? self.warmupRequestCount : 0) == 0 && "
+            "!(has(self.fixedSchedule) && self.fixedSchedule) && "
+            "(has(self.workers) ? self.workers : 1) == 1)",
+            check=lambda ld: ld.sessions is None or (
+                ld.mode == "concurrency" and ld.concurrency == 1 and ld.request_rate is None
+                and ld.request_count is None and ld.measurement_duration_seconds is None
+                and ld.measurement_interval_ms is None and ld.warmup_request_count == 0
+                and not ld.fixed_schedule and ld.workers == 1
+            ),
+            field_path=".sessions",
+        ),
     )
 
     mode: LoadMode = Field(default="concurrency", description="Closed or open loop.")
@@ -660,6 +726,10 @@ class Load(ApiModel):
         default=False,
         description="Trace replay (GenAI-Perf's --fixed-schedule): every row of "
         "workload.inputFile once, each sent at its timestamp (ms) after the first row's.",
+    )
+    sessions: Sessions | None = Field(
+        default=None,
+        description="Multi-turn chat sessions instead of independent requests (chat only).",
     )
 
 
@@ -979,6 +1049,7 @@ _EMBEDDINGS = f"{_cel_value('self.target.endpointType', 'chat')} == 'embeddings'
 _SWEEP_TYPE = _cel_value("self.sweep.type", "concurrency")
 _LOAD_MODE = _cel_value("self.load.mode", "concurrency")
 _FIXED = "has(self.load) && has(self.load.fixedSchedule) && self.load.fixedSchedule"
+_SESSIONS = "has(self.load) && has(self.load.sessions)"
 
 
 class Spec(ApiModel):
@@ -1030,6 +1101,18 @@ class Spec(ApiModel):
                 s.workload.input_file is not None and s.sweep is None
             ),
             field_path=".load.fixedSchedule",
+        ),
+        Rule(
+            name="spec.sessions-synthetic-chat",
+            message="load.sessions sends synthetic chat turns as one point: needs "
+            "target.endpointType chat; remove workload.inputFile and sweep",
+            cel=f"!({_SESSIONS}) || ({_cel_value('self.target.endpointType', 'chat')} == 'chat' && "
+            "!(has(self.workload) && has(self.workload.inputFile)) && !has(self.sweep))",
+            check=lambda s: s.load.sessions is None or (
+                s.target.endpoint_type == "chat" and s.workload.input_file is None
+                and s.sweep is None
+            ),
+            field_path=".load.sessions",
         ),
     )
 

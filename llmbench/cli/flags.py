@@ -71,6 +71,18 @@ def positive_float(flag: str) -> Callable[[str], float]:
     return parse
 
 
+def non_negative_float(flag: str) -> Callable[[str], float]:
+    """An argparse ``type`` accepting finite numbers ≥ 0."""
+
+    def parse(text: str) -> float:
+        v = float(_number(flag, float, text))
+        if not 0 <= v < math.inf:
+            raise argparse.ArgumentTypeError(f"{flag} must be 0 or more, got {text}")
+        return v
+
+    return parse
+
+
 def parse_limits(
     items: Sequence[str], flag: str, keys: Sequence[str], unit: str = "a number"
 ) -> dict[str, float]:

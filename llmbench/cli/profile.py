@@ -17,6 +17,7 @@ from typing import Any
 from llmbench.api import Spec, SpecError
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import (
+    non_negative_float,
     non_negative_int,
     normalize_endpoint,
     normalize_url,
@@ -57,6 +58,16 @@ SPEC_FLAGS: dict[str, tuple[str, str]] = {
     "fixed_schedule": ("load.fixedSchedule", "--fixed-schedule"),
     "stability_percentage": ("load.stabilityPercentage", "--stability-percentage/-s"),
     "workers": ("load.workers", "--workers"),
+    "num_sessions": ("load.sessions.count", "--num-sessions"),
+    "session_concurrency": ("load.sessions.concurrency", "--session-concurrency"),
+    "session_turns_mean": ("load.sessions.turnsMean", "--session-turns-mean"),
+    "session_turns_stddev": ("load.sessions.turnsStddev", "--session-turns-stddev"),
+    "session_turn_delay_mean": (
+        "load.sessions.turnDelayMeanMs", "--session-turn-delay-mean"
+    ),
+    "session_turn_delay_stddev": (
+        "load.sessions.turnDelayStddevMs", "--session-turn-delay-stddev"
+    ),
     "random_seed": ("workload.seed", "--random-seed"),
     "models": ("workload.models", "-m/--model"),
     "model_selection_strategy": (
@@ -125,13 +136,8 @@ UNSUPPORTED_FLAGS: dict[tuple[str, ...], str] = {
     ("--batch-size-text", "--batch-size", "-b"): "batched embeddings/rankings inputs "
     "(llmbench sends one input per request)",
     ("--grpc-method",): "gRPC endpoints (llmbench speaks OpenAI-compatible HTTP)",
-    ("--num-sessions",): "multi-turn sessions",
-    ("--session-concurrency",): "multi-turn sessions",
-    ("--session-delay-ratio",): "multi-turn sessions",
-    ("--session-turn-delay-mean",): "multi-turn sessions",
-    ("--session-turn-delay-stddev",): "multi-turn sessions",
-    ("--session-turns-mean",): "multi-turn sessions",
-    ("--session-turns-stddev",): "multi-turn sessions",
+    ("--session-delay-ratio",): "scaling the session delays of a payload file (llmbench's "
+    "sessions are synthetic: set --session-turn-delay-mean)",
     ("--checkpoint-dir",): "a separate checkpoint folder (analyze keeps checkpoint.json "
     "in its --artifact-dir)",
     ("--override-config",): "GenAI-Perf's config subcommand (use llmbench analyze -f "
@@ -316,6 +322,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "after the first row's, open loop, the lag recorded (--input-file payload:F too)",
     )
     ld.add_argument(
+        "--num-sessions",
+        type=positive_int("--num-sessions"),
+        metavar="N",
+        help="multi-turn chat sessions instead of independent requests: each sends its turns "
+        "in order with the chat history so far, the next turn a delay after the answer",
+    )
+    ld.add_argument(
+        "--session-concurrency",
+        type=positive_int("--session-concurrency"),
+        metavar="N",
+        help="with --num-sessions: sessions in flight (default 1)",
+    )
+    ld.add_argument(
+        "--session-turns-mean",
+        type=positive_int("--session-turns-mean"),
+        metavar="TURNS",
+        help="with --num-sessions: mean turns per session (default 1)",
+    )
+    ld.add_argument(
+        "--session-turns-stddev",
+        type=non_negative_float("--session-turns-stddev"),
+        metavar="TURNS",
+        help="with --num-sessions: standard deviation of the turns (default 0)",
+    )
+    ld.add_argument(
+        "--session-turn-delay-mean",
+        type=non_negative_float("--session-turn-delay-mean"),
+        metavar="MS",
+        help="with --num-sessions: mean delay (ms) from an answer to the next turn (default 0)",
+    )
+    ld.add_argument(
+        "--session-turn-delay-stddev",
+        type=non_negative_float("--session-turn-delay-stddev"),
+        metavar="MS",
+        help="with --num-sessions: standard deviation (ms) of the delay (default 0)",
+    )
+    ld.add_argument(
         "--warmup-request-count",
         "--num-warmup-requests",
         type=non_negative_int("--warmup-request-count"),
@@ -490,6 +533,7 @@ def _flag_value(dest: str, value: Any) -> Any:
 def flag_error(exc: SpecError, extra: dict[str, str] | None = None) -> ValueError:
     """A spec error re-worded for the command line: each field path becomes its flag."""
     by_path = {f"spec.{path}": flag for path, flag in SPEC_FLAGS.values()}
+    by_path.setdefault("spec.load.sessions", "--num-sessions")
     by_path.update(extra or {})
     lines = []
     for issue in exc.issues:
@@ -499,6 +543,52 @@ def flag_error(exc: SpecError, extra: dict[str, str] | None = None) -> ValueErro
         name = by_path.get(path)
         lines.append(f"{name}: {issue.message}" if name else str(issue))
     return ValueError("\n".join(lines))
+
+
+_SESSION_KNOBS = (
+    ("session_concurrency", "--session-concurrency"),
+    ("session_turns_mean", "--session-turns-mean"),
+    ("session_turns_stddev", "--session-turns-stddev"),
+    ("session_turn_delay_mean", "--session-turn-delay-mean"),
+    ("session_turn_delay_stddev", "--session-turn-delay-stddev"),
+)
+
+
+def _check_session_flags(args: argparse.Namespace, *, fixed: bool) -> None:
+    """Usage errors, naming the flag, for session flags that cannot apply."""
+    if getattr(args, "num_sessions", None) is None:
+        for dest, flag in _SESSION_KNOBS:
+            if getattr(args, dest, None) is not None:
+                raise ValueError(f"{flag} needs --num-sessions (the sessions it shapes)")
+        return
+    if args.endpoint_type != "chat":
+        raise ValueError(
+            f"--num-sessions: multi-turn sessions send chat messages; --endpoint-type "
+            f"{args.endpoint_type} has no history to keep (use --endpoint-type chat)"
+        )
+    conflicts = [
+        ("--concurrency", args.concurrency is not None),
+        ("--request-rate", args.request_rate is not None),
+        ("--request-count", args.request_count is not None),
+        ("--measurement-duration", args.measurement_duration is not None),
+        ("--measurement-interval", args.measurement_interval is not None),
+        ("--warmup-request-count", bool(args.warmup_request_count)),
+        ("--fixed-schedule", fixed),
+        ("--input-file", args.input_file is not None),
+        ("--workers", args.workers != 1),
+    ]
+    for flag, given in conflicts:
+        if given:
+            raise ValueError(
+                f"{flag} with --num-sessions: the sessions are the load (sessions x turns "
+                "requests, --session-concurrency of them in flight); remove " + flag
+            )
+    concurrency = args.session_concurrency or 1
+    if concurrency > args.num_sessions:
+        raise ValueError(
+            f"--session-concurrency {concurrency} is more than --num-sessions "
+            f"{args.num_sessions}: add sessions or lower the session concurrency"
+        )
 
 
 def spec_document(args: argparse.Namespace) -> dict[str, Any]:
@@ -526,6 +616,7 @@ def spec_document(args: argparse.Namespace) -> dict[str, Any]:
             "--fixed-schedule sends each trace row at its timestamp: drop --concurrency and "
             "--request-rate"
         )
+    _check_session_flags(args, fixed=bool(fixed))
     if args.model_selection_strategy is not None and len(args.models or []) < 2:
         raise ValueError("--model-selection-strategy needs several models (-m A B ...)")
     models = list(args.models or [])

@@ -432,6 +432,18 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         {"load": {"fixedSchedule": True}},
         "spec.load.fixedSchedule",
     ),
+    "sessions.concurrency-at-most-count": (
+        {"load": {"sessions": {"count": 2, "concurrency": 3}}},
+        "spec.load.sessions.concurrency",
+    ),
+    "load.sessions-are-the-load": (
+        {"load": {"sessions": {"count": 2}, "concurrency": 4}},
+        "spec.load.sessions",
+    ),
+    "spec.sessions-synthetic-chat": (
+        {"load": {"sessions": {"count": 2}}, "workload": {"inputFile": "f.jsonl"}},
+        "spec.load.sessions",
+    ),
     "workload.prefix-prompts-synthetic-only": (
         {"workload": {"numPrefixPrompts": 2, "inputFile": "f.jsonl"}},
         "spec.workload.numPrefixPrompts",
@@ -838,3 +850,17 @@ def test_api_imports_nothing_else_of_ours() -> None:
     ours, heavy = json.loads(out.stdout)
     assert heavy == []
     assert all(m == "llmbench" or m.startswith("llmbench.api") for m in ours), ours
+
+
+def test_sessions_admit_the_default_concurrency_and_their_own_defaults() -> None:
+    """The API server fills load.concurrency's default (1) in before CEL runs: a sessions
+    spec must pass with it, written or not."""
+    for load in ({}, {"concurrency": 1}):
+        spec = Spec.from_manifest(
+            {"target": dict(URL), "load": {**load, "sessions": {"count": 3}}}
+        )
+        ss = spec.load.sessions
+        assert ss is not None
+        assert (ss.count, ss.concurrency, ss.turns_mean, ss.turns_stddev) == (3, 1, 1, 0.0)
+        assert (ss.turn_delay_mean_ms, ss.turn_delay_stddev_ms) == (0.0, 0.0)
+    assert issues({"target": dict(URL), "load": {"concurrency": 2, "sessions": {"count": 3}}})

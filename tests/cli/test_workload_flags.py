@@ -1,5 +1,6 @@
-"""GenAI-Perf's workload flags: shared-prefix prompts, stable measurement windows and trace
-replay reach the point's settings; their bad combinations are usage errors naming the flags."""
+"""GenAI-Perf's workload flags: shared-prefix prompts, stable measurement windows, trace
+replay and multi-turn sessions reach the point's settings; their bad combinations are usage
+errors naming the flags."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from llmbench.cli import build_parser, main
 from llmbench.cli.profile import UNSUPPORTED_FLAGS, spec_from_flags
+from llmbench.runner.load.engine import session_plan
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.stability import StabilityConfig
 
@@ -34,8 +36,12 @@ def usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 def test_implemented_flags_left_the_unsupported_table() -> None:
     names = {n for group in UNSUPPORTED_FLAGS for n in group}
     for flag in ("--num-prefix-prompts", "--prefix-prompt-length", "--measurement-interval",
-                 "-p", "--stability-percentage", "-s", "--fixed-schedule"):
+                 "-p", "--stability-percentage", "-s", "--fixed-schedule", "--num-sessions",
+                 "--session-concurrency", "--session-turns-mean", "--session-turns-stddev",
+                 "--session-turn-delay-mean", "--session-turn-delay-stddev"):
         assert flag not in names
+    # GenAI-Perf scales a payload file's session delays with it; llmbench's are synthetic.
+    assert ("--session-delay-ratio",) in UNSUPPORTED_FLAGS
 
 
 def test_prefix_flags_reach_the_workload() -> None:
@@ -93,6 +99,24 @@ def test_default_is_request_count_mode() -> None:
          "drop --concurrency"),
         (["--fixed-schedule", "--input-file", TRACE, "--request-rate", "2"], "--fixed-schedule",
          "drop --concurrency and --request-rate"),
+        (["--session-concurrency", "2"], "--session-concurrency", "needs --num-sessions"),
+        (["--session-turn-delay-mean", "10"], "--session-turn-delay-mean",
+         "needs --num-sessions"),
+        (["--num-sessions", "2", "--endpoint-type", "completions"], "--num-sessions",
+         "--endpoint-type chat"),
+        (["--num-sessions", "2", "--concurrency", "4"], "--concurrency",
+         "the sessions are the load"),
+        (["--num-sessions", "2", "--request-count", "4"], "--request-count", "remove"),
+        (["--num-sessions", "2", "--warmup-request-count", "1"], "--warmup-request-count",
+         "remove"),
+        (["--num-sessions", "2", "-p", "100"], "--measurement-interval", "remove"),
+        (["--num-sessions", "2", "--input-file", "x.jsonl"], "--input-file", "remove"),
+        (["--num-sessions", "2", "--workers", "2"], "--workers", "remove"),
+        (["--num-sessions", "2", "--session-concurrency", "3"], "--session-concurrency",
+         "more than --num-sessions"),
+        (["--num-sessions", "0"], "--num-sessions", "at least 1"),
+        (["--num-sessions", "2", "--session-turn-delay-mean", "-5"],
+         "--session-turn-delay-mean", "0 or more"),
     ],
 )
 def test_bad_combinations_are_usage_errors(
@@ -123,3 +147,31 @@ def test_fixed_schedule_false_is_the_default() -> None:
     spec = spec_from_flags(args("--fixed-schedule", "false", "--input-file", TRACE))
     assert not spec.load.fixed_schedule
     assert point_config(spec).load.mode == "concurrency"
+
+
+def test_session_flags_reach_the_load() -> None:
+    spec = spec_from_flags(args(
+        "--num-sessions", "6", "--session-concurrency", "3", "--session-turns-mean", "4",
+        "--session-turns-stddev", "1", "--session-turn-delay-mean", "250",
+        "--session-turn-delay-stddev", "50",
+    ))
+    ss = spec.load.sessions
+    assert ss is not None
+    assert (ss.count, ss.concurrency, ss.turns_mean, ss.turns_stddev) == (6, 3, 4, 1.0)
+    assert (ss.turn_delay_mean_ms, ss.turn_delay_stddev_ms) == (250.0, 50.0)
+    cfg = point_config(spec)
+    load = cfg.load
+    assert (load.mode, load.concurrency, load.num_sessions) == ("session_concurrency", 3, 6)
+    assert (load.session_turns_mean, load.session_turn_delay_mean_ms) == (4, 250.0)
+    assert load.request_count == session_plan(load).total  # the budget: sessions x turns
+    assert cfg.resolved_artifact_dir().name == "model-openai-chat-session_concurrency3"
+    assert cfg.public_dict()["num_sessions"] == 6
+    # Without sessions, the session knobs stay out of the run's settings.
+    assert "num_sessions" not in point_config(spec_from_flags(args())).public_dict()
+
+
+def test_one_session_in_flight_by_default() -> None:
+    cfg = point_config(spec_from_flags(args("--num-sessions", "3")))
+    assert (cfg.load.mode, cfg.load.concurrency, cfg.load.request_count) == (
+        "session_concurrency", 1, 3
+    )

@@ -207,6 +207,18 @@ INVALID = [
         "spec.fixed-schedule-needs-a-trace", {"target": URL, "load": {"fixedSchedule": True}}
     ),
     rule_case(
+        "sessions.concurrency-at-most-count",
+        {"target": URL, "load": {"sessions": {"count": 2, "concurrency": 3}}},
+    ),
+    rule_case(
+        "load.sessions-are-the-load",
+        {"target": URL, "load": {"sessions": {"count": 2}, "warmupRequestCount": 1}},
+    ),
+    rule_case(
+        "spec.sessions-synthetic-chat",
+        {"target": {**URL, "endpointType": "completions"}, "load": {"sessions": {"count": 2}}},
+    ),
+    rule_case(
         "workload.prefix-prompts-synthetic-only",
         {"target": URL, "workload": {"numPrefixPrompts": 2, "inputFile": "/data/p.jsonl"}},
     ),
@@ -340,6 +352,9 @@ def test_object_read_back_parses_with_the_models_defaults(crd_ready: Any, bench_
             "sweep": {"type": "request_rate", "values": [1, 2.5]},
             "slo": {"e2eP99Ms": 900, "goodputRatio": 0.9},
         },
+        # sessions: admitted with the server's default load.concurrency (1) filled in
+        {"target": {"url": "http://h:1"},
+         "load": {"sessions": {"count": 4, "concurrency": 2, "turnDelayMeanMs": 50}}},
     ]
     for i, spec in enumerate(specs):
         name = f"readback-{i}"

@@ -26,6 +26,9 @@ class RequestRecord:
     ``loop_stall_ms`` is set when the client's event loop stalled (see
     ``llmbench.runner.load.engine.STALL_MS``) while the request was in flight: its reads were
     stamped late by up to that much, so its timestamps are unreliable.
+    ``session_id`` / ``turn`` are set only in multi-turn session runs: the session (0-based)
+    and the turn within it (0-based); ``turn_delay_ms`` is the wait planned after this
+    turn's answer before the session's next turn (None after its last turn).
     """
 
     index: int
@@ -48,6 +51,9 @@ class RequestRecord:
     error_message: str | None = None
     output_text: str | None = None
     loop_stall_ms: float | None = None
+    session_id: int | None = None
+    turn: int | None = None
+    turn_delay_ms: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -60,6 +66,10 @@ class RequestRecord:
         d = {name: getattr(self, name) for name in _JSON_FIELDS}
         if self.loop_stall_ms is not None:  # only a stalled run's files carry the key
             d["loop_stall_ms"] = self.loop_stall_ms
+        if self.session_id is not None:  # only a session run's files carry these keys
+            d["session_id"] = self.session_id
+            d["turn"] = self.turn
+            d["turn_delay_ms"] = self.turn_delay_ms
         return d
 
     @classmethod
@@ -73,5 +83,5 @@ class RequestRecord:
 _JSON_FIELDS = tuple(
     name
     for name in RequestRecord.__dataclass_fields__
-    if name not in ("output_text", "loop_stall_ms")
+    if name not in ("output_text", "loop_stall_ms", "session_id", "turn", "turn_delay_ms")
 )

@@ -5,8 +5,11 @@ back-to-back, so N requests are in flight from the first send until the request 
 spent; warm-up and measured requests come from one counter, so the server never drains
 between them. Open loop (``--request-rate R``): sends follow a constant or Poisson schedule
 regardless of responses; each record keeps its scheduled and actual send time so dispatch lag
-is visible. When one event loop cannot keep up, ``workers > 1`` splits the slots across
-processes with their own loops; records are merged afterwards (``perf_counter_ns`` is the
+is visible. Multi-turn sessions (``--num-sessions``, ``--session-concurrency N``): N sessions
+in flight, each sending its turns one after another with the chat history so far (its user
+turns and the replies it got), the next turn a planned delay after the previous answer.
+When one event loop cannot keep up, ``workers > 1`` splits the slots across processes
+with their own loops; records are merged afterwards (``perf_counter_ns`` is the
 system-wide monotonic clock on Linux, so timestamps from different processes compare).
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import multiprocessing as mp
 import os
 import pickle
@@ -49,7 +53,7 @@ class LoadConfig:
     ``error_records_kept`` caps the records kept per error type (the count stays exact).
     """
 
-    mode: str = "concurrency"  # concurrency | request_rate
+    mode: str = "concurrency"  # concurrency | request_rate | fixed_schedule | session_concurrency
     concurrency: int = 1
     request_rate: float | None = None
     rate_mode: str = "constant"  # constant | poisson
@@ -68,6 +72,60 @@ class LoadConfig:
     #: A fixed schedule (``--fixed-schedule`` trace replay): the send offsets (ns) of the
     #: requests, in order, sent open loop; None for a rate's schedule.
     schedule_ns: tuple[int, ...] | None = None
+    #: Multi-turn sessions (mode ``session_concurrency``, ``concurrency`` sessions in
+    #: flight): GenAI-Perf's ``--num-sessions``, ``--session-turns-mean/-stddev`` and
+    #: ``--session-turn-delay-mean/-stddev`` (ms); see :func:`session_plan`.
+    num_sessions: int = 0
+    session_turns_mean: int = 1
+    session_turns_stddev: float = 0.0
+    session_turn_delay_mean_ms: float = 0.0
+    session_turn_delay_stddev_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPlan:
+    """The sessions of a run: how many turns each has and the delay (ms) after each of its
+    answers but the last. Turn ``t`` of session ``s`` is request ``first[s] + t``."""
+
+    turns: tuple[int, ...]
+    delays_ms: tuple[tuple[int, ...], ...]
+
+    @property
+    def total(self) -> int:
+        return sum(self.turns)
+
+    def first(self) -> list[int]:
+        """The request number of each session's first turn (sessions are numbered in order)."""
+        out, k = [], 0
+        for n in self.turns:
+            out.append(k)
+            k += n
+        return out
+
+
+def session_plan(cfg: LoadConfig) -> SessionPlan:
+    """Turns per session and delays, as GenAI-Perf draws them: normal, rounded, turns at
+    least 1 and delays at least 0 ms; seeded by ``--random-seed``, so a run is repeatable."""
+    n = cfg.num_sessions
+    rng = np.random.default_rng([cfg.seed, 11])
+    if cfg.session_turns_stddev > 0:
+        draws = np.rint(rng.normal(cfg.session_turns_mean, cfg.session_turns_stddev, n))
+        turns = tuple(int(x) for x in np.maximum(draws, 1))
+    else:
+        turns = (max(1, int(cfg.session_turns_mean)),) * n
+    delay_rng = np.random.default_rng([cfg.seed, 12])
+    delays = []
+    for t in turns:
+        if cfg.session_turn_delay_stddev_ms > 0:
+            d = np.rint(
+                delay_rng.normal(
+                    cfg.session_turn_delay_mean_ms, cfg.session_turn_delay_stddev_ms, t - 1
+                )
+            )
+            delays.append(tuple(int(x) for x in np.maximum(d, 0)))
+        else:
+            delays.append((max(0, round(cfg.session_turn_delay_mean_ms)),) * (t - 1))
+    return SessionPlan(turns, tuple(delays))
 
 
 class Progress:
@@ -124,6 +182,10 @@ class LoadResult:
     longest_stall: Stall | None = None
     loop_lag_ms: list[float] = field(default_factory=list)
     event_loop: str = "asyncio"
+    #: Session runs: the body each turn really sent (its history included), by request number.
+    sent_bodies: dict[int, bytes] = field(default_factory=dict)
+    #: Session runs: sessions ended early because a turn failed (no answer to continue from).
+    sessions_abandoned: int = 0
 
 
 #: Period of the event-loop lag probe; one timer, so it costs the loop nothing measurable.
@@ -301,6 +363,18 @@ async def run_load(
                     for i in range(slots)
                 )
             )
+        elif cfg.mode == "session_concurrency":
+            plan = session_plan(cfg)
+            slots = min(slots, max(1, len(plan.turns)))
+            conns = await _preconnect(client, slots)
+            await _wait_until(start_at_ns)
+            cursor = _SessionCursor(plan)
+            work = asyncio.gather(
+                *(
+                    _session_slot(client, conns[i], bodies, cfg, state, progress, worker, cursor)
+                    for i in range(slots)
+                )
+            )
         else:
             for conn in await _preconnect(client, min(slots, 64)):
                 client.release(conn)
@@ -340,6 +414,8 @@ async def run_load(
         longest_stall=mark_stalls(records, stalls, worker),
         loop_lag_ms=lag,
         event_loop=eventloop.running_loop_kind(),
+        sent_bodies=state.sent_bodies,
+        sessions_abandoned=state.sessions_abandoned,
     )
 
 
@@ -445,6 +521,8 @@ class _State:
         self.open_failures = 0
         self.retry_waits = 0
         self.retry_wait_ns = 0
+        self.sent_bodies: dict[int, bytes] = {}
+        self.sessions_abandoned = 0
 
     def add(self, rec: RequestRecord, ex: Exchange) -> None:
         """Keeps a finished exchange undecoded; over the memory budget it goes to a file.
@@ -599,6 +677,121 @@ async def _closed_slot(
         wait = retry_after_s(ex, cfg.retry_after_max_s)
         if wait is not None:
             await state.hold(wait)
+
+
+class _SessionCursor:
+    """Hands out the sessions, in order, to the session slots."""
+
+    def __init__(self, plan: SessionPlan) -> None:
+        self.plan = plan
+        self.firsts = plan.first()
+        self.next = 0
+
+    def take(self) -> int | None:
+        if self.next >= len(self.plan.turns):
+            return None
+        self.next += 1
+        return self.next - 1
+
+
+async def _sleep_until(deadline_ns: int) -> None:
+    """Sleeps until the monotonic clock reaches ``deadline_ns``, never less (a timer of the
+    loop may fire up to a millisecond early)."""
+    while True:
+        left = deadline_ns - perf_counter_ns()
+        if left <= 0:
+            return
+        await asyncio.sleep(left / 1e9)
+
+
+def _reply_text(ex: Exchange, endpoint_type: str) -> str | None:
+    """The assistant's reply of a finished turn, or None when the turn failed."""
+    scratch = RequestRecord(index=0)
+    fill_record(scratch, ex, endpoint_type)
+    if not scratch.ok:
+        return None
+    return scratch.output_text or ""
+
+
+async def _session_slot(
+    client: Client,
+    conn: Connection | None,
+    bodies: Sequence[bytes],
+    cfg: LoadConfig,
+    state: _State,
+    progress: Progress,
+    worker: int,
+    cursor: _SessionCursor,
+) -> None:
+    """One session in flight at a time: its turns in order, each sent with the history so
+    far (the earlier user turns and the replies actually received), the next one the planned
+    delay after this one's answer arrived. A failed turn ends its session (there is no answer
+    to continue from); the slot goes on with the next session."""
+    timeout = cfg.request_timeout_s
+    plan = cursor.plan
+    failures = 0
+    while not state.stopped:
+        s = cursor.take()
+        if s is None:
+            return
+        first = cursor.firsts[s]
+        history: list[Any] = []
+        model: Any = None
+        delays = plan.delays_ms[s]
+        for t in range(plan.turns[s]):
+            if state.stopped:
+                return
+            k = first + t
+            turn = json.loads(bodies[k])
+            if t == 0:
+                model = turn.get("model")
+            else:
+                turn["model"] = model  # a session talks to one model
+            asked = list(turn.get("messages") or ())
+            turn["messages"] = history + asked
+            body = json.dumps(turn, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            state.sent_bodies[k] = body
+            delay = delays[t] if t < len(delays) else None
+            rec = RequestRecord(
+                index=k, worker=worker, session_id=s, turn=t,
+                turn_delay_ms=float(delay) if delay is not None else None,
+            )
+            ex = Exchange()
+            progress.sent += 1
+            try:
+                conn = await client.exchange(conn, body, timeout, ex)
+            except asyncio.CancelledError:
+                state.add(rec, ex)
+                raise
+            answered = perf_counter_ns()
+            if state.tx is None:
+                state.tx = ex.sent_ns
+            ok = ex.error is None and ex.status == 200
+            reply = _reply_text(ex, cfg.endpoint_type) if ok else None
+            state.add(rec, ex)
+            progress.done += 1
+            if reply is not None:
+                failures = 0
+                state.reached()
+                if delay is None:
+                    break
+                history = [*turn["messages"], {"role": "assistant", "content": reply}]
+                await _sleep_until(answered + delay * 1_000_000)
+                continue
+            progress.errors += 1
+            if t < plan.turns[s] - 1:
+                state.sessions_abandoned += 1
+            if ex.error == "connect":
+                failures += 1
+                state.connect_failed(ex)
+                await asyncio.sleep(connect_backoff_s(failures))
+                break
+            failures = 0
+            state.reached()
+            wait = retry_after_s(ex, cfg.retry_after_max_s)
+            if wait is not None:
+                await state.hold(wait)
+            break
 
 
 async def _open_loop(

@@ -31,7 +31,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ __all__ = [
     "RequestCycle",
     "WorkloadConfig",
     "build_requests",
+    "build_session_turns",
+    "conversation_tokens",
     "inputs_json",
     "parse_extra_inputs",
     "read_input_file",
@@ -856,6 +858,59 @@ def build_requests(
             )
         )
     return result
+
+
+#: Seed offset of the later turns' prompts, so they are not the next sessions' first turns.
+_LATER_TURNS_SEED = 7919
+
+
+def build_session_turns(
+    cfg: WorkloadConfig, tokenizer: Tokenizer, turns: Sequence[int]
+) -> list[PreparedRequest]:
+    """The new user message of every turn of every session, as GenAI-Perf makes them: turn
+    ``t`` of session ``s`` is item ``sum(turns[:s]) + t``, its body holding that message
+    alone (the load generator puts the history before it). A session's first turn gets the
+    shared prefix of ``--num-prefix-prompts`` (GenAI-Perf's rule: later turns extend a
+    conversation that already starts with it) and its model; every prompt is distinct.
+    """
+    if cfg.endpoint_type != "chat":
+        raise ValueError("multi-turn sessions (--num-sessions) need --endpoint-type chat")
+    if cfg.input_file is not None:
+        raise ValueError("multi-turn sessions (--num-sessions) send synthetic turns; remove "
+                         "--input-file")
+    sessions = len(turns)
+    later = sum(turns) - sessions
+    firsts = build_requests(cfg, tokenizer, sessions)
+    rest = build_requests(
+        replace(cfg, num_prefix_prompts=0, random_seed=cfg.random_seed + _LATER_TURNS_SEED),
+        tokenizer,
+        later,
+    )
+    out: list[PreparedRequest] = []
+    j = 0
+    for s, n in enumerate(turns):
+        for t in range(n):
+            item = firsts[s] if t == 0 else rest[j]
+            j += t > 0
+            out.append(replace(item, index=len(out)))
+    return out
+
+
+def conversation_tokens(tokenizer: Tokenizer, bodies: Sequence[bytes]) -> list[int]:
+    """Client-side input tokens of chat bodies: the sum over their messages (the whole history
+    of a session turn) of each one's content tokens, as prompts are counted (no template)."""
+    texts: list[str] = []
+    owners: list[int] = []
+    for i, body in enumerate(bodies):
+        messages = json.loads(body).get("messages")
+        for m in messages if isinstance(messages, list) else ():
+            if isinstance(m, dict):
+                texts.append(_message_text([m]))
+                owners.append(i)
+    out = [0] * len(bodies)
+    for i, n in zip(owners, _count_many(tokenizer, texts), strict=True):
+        out[i] += n
+    return out
 
 
 def _file_prompts(

@@ -264,6 +264,24 @@ def _or_empty(value: Any) -> Any:
     return "" if value is None else value
 
 
+def _whole_or_float(x: float) -> float | int:
+    """GenAI-Perf's session knobs are integers: a whole float is written as one."""
+    return int(x) if float(x).is_integer() else x
+
+
+def _input_config_stimulus(s: Mapping[str, Any]) -> dict[str, Any]:
+    """GenAI-Perf's ``perf_analyzer.stimulus``: ``{"concurrency": N}``, ``{"request_rate":
+    R}``, ``{"session_concurrency": N}`` or ``{"fixed_schedule": null}``."""
+    mode = s.get("mode")
+    if mode == "request_rate":
+        return {"request_rate": s.get("request_rate")}
+    if mode == "fixed_schedule":
+        return {"fixed_schedule": None}
+    if mode == "session_concurrency":
+        return {"session_concurrency": s.get("concurrency", 1)}
+    return {"concurrency": s.get("concurrency", 1)}
+
+
 def genai_perf_input_config(
     settings: Mapping[str, Any], *, stem: str = DEFAULT_STEM, artifact_dir: Path | str = ""
 ) -> dict[str, Any]:
@@ -277,10 +295,7 @@ def genai_perf_input_config(
     """
     s = settings
     models = list(s.get("workload_models") or ([s["model"]] if s.get("model") else []))
-    rate = s.get("mode") == "request_rate"
-    stimulus = {"request_rate": s.get("request_rate")} if rate else {
-        "concurrency": s.get("concurrency", 1)
-    }
+    stimulus = _input_config_stimulus(s)
     duration = s.get("measurement_duration_s")
     measurement = (
         {"mode": "interval", "num": int(duration * 1000)}
@@ -357,15 +372,15 @@ def genai_perf_input_config(
                 "length": s.get("workload_prefix_prompt_length") or 100,
             },
             "sessions": {
-                "num": s.get("workload_num_sessions") or 0,
+                "num": s.get("num_sessions") or 0,
                 "turns": {
-                    "mean": s.get("workload_session_turns_mean") or 1,
-                    "stddev": s.get("workload_session_turns_stddev") or 0,
+                    "mean": s.get("session_turns_mean") or 1,
+                    "stddev": _whole_or_float(s.get("session_turns_stddev") or 0),
                 },
                 "turn_delay": {
-                    "mean": s.get("workload_session_turn_delay_mean") or 0,
+                    "mean": _whole_or_float(s.get("session_turn_delay_mean_ms") or 0),
                     "ratio": 1.0,
-                    "stddev": s.get("workload_session_turn_delay_stddev") or 0,
+                    "stddev": _whole_or_float(s.get("session_turn_delay_stddev_ms") or 0),
                 },
             },
             "prompt_source": "file" if input_file else "synthetic",
@@ -464,12 +479,17 @@ def _export_parts(
     """The experiment, its requests (lazily, one at a time), its window boundaries and the
     document's top-level keys of :func:`perf_analyzer_export`."""
     s = summary.input_config or {}
-    rate = s.get("mode") == "request_rate"
-    experiment = (
-        {"mode": "request_rate", "value": float(s.get("request_rate") or 0.0)}
-        if rate
-        else {"mode": "concurrency", "value": int(s.get("concurrency") or 1)}
-    )
+    mode = s.get("mode")
+    if mode == "request_rate":
+        experiment: dict[str, Any] = {
+            "mode": "request_rate", "value": float(s.get("request_rate") or 0.0)
+        }
+    elif mode in ("fixed_schedule", "session_concurrency"):
+        # perf_analyzer's id of these experiments: neither a concurrency nor a rate
+        # ({0, 0.0}), which its exporter writes as request_rate 0.0.
+        experiment = {"mode": "request_rate", "value": 0.0}
+    else:
+        experiment = {"mode": "concurrency", "value": int(s.get("concurrency") or 1)}
     endpoint_type = str(s.get("endpoint_type", "chat"))
     streaming = _streaming(summary)
     model = str(s.get("model") or "")
@@ -480,10 +500,16 @@ def _export_parts(
         measured = sorted((r for r in records if not r.warmup and r.ok), key=lambda r: r.sent_ns)
         for rec in measured:
             stamps = list(rec.chunk_ns) or [rec.last_token_ns or rec.sent_ns]
+            inputs: dict[str, Any] = {
+                "payload": payloads[rec.index % len(payloads)] if payloads else "{}"
+            }
+            if rec.session_id is not None:  # as perf_analyzer records a session's turns
+                inputs["session_id"] = str(rec.session_id)
+                if rec.turn_delay_ms is not None:
+                    inputs["delay"] = int(rec.turn_delay_ms)
             yield {
                 "timestamp": rec.sent_ns + off,
-                "request_inputs": {"payload": payloads[rec.index % len(payloads)]
-                                   if payloads else "{}"},
+                "request_inputs": inputs,
                 "response_timestamps": [t + off for t in stamps],
                 "response_outputs": [
                     {"response": r}

@@ -7,12 +7,12 @@ generator through :func:`point_config`: the CLI first turns its flags into the s
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from llmbench.api import Spec
-from llmbench.runner.load.engine import LoadConfig
+from llmbench.runner.load.engine import LoadConfig, session_plan
 from llmbench.runner.load.workload import WorkloadConfig
 from llmbench.runner.point.artifacts import default_artifact_dir
 from llmbench.runner.point.stability import DEFAULT_STABILITY_PERCENTAGE, StabilityConfig
@@ -64,6 +64,8 @@ class ProfileConfig:
         return [self.model] if self.model else []
 
     def load_label(self) -> tuple[str, float]:
+        if self.load.mode == "session_concurrency":
+            return "session_concurrency", self.load.concurrency
         if self.load.mode == "fixed_schedule":
             return "fixed_schedule", len(self.load.schedule_ns or ())
         if self.load.mode == "request_rate":
@@ -99,7 +101,10 @@ class ProfileConfig:
             "headers": sorted(self.headers),
             "api_key": "set" if self.api_key else None,
         }
-        d.update({k: v for k, v in asdict(self.load).items() if k != "schedule_ns"})
+        d.update({
+            k: v for k, v in asdict(self.load).items()
+            if k != "schedule_ns" and (self.load.num_sessions or not k.startswith(_SESSION_KEYS))
+        })
         if self.load.schedule_ns is not None:  # the offsets stay in the trace, not here
             d["fixed_schedule_requests"] = len(self.load.schedule_ns)
         d.update({f"workload_{k}": v for k, v in _jsonable(asdict(self.workload)).items()})
@@ -113,6 +118,10 @@ class ProfileConfig:
         if self.api_key:
             h["Authorization"] = f"Bearer {self.api_key}"
         return h
+
+
+#: LoadConfig's session knobs: in a run's settings only when it ran sessions.
+_SESSION_KEYS = ("num_sessions", "session_")
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +174,11 @@ def point_config(
         # The trace is the load: its rows, each at its timestamp (the run reads the offsets
         # from workload.inputFile before the first send).
         mode, concurrency = "fixed_schedule", 1
+    sessions = load.sessions
+    if sessions is not None:
+        # The sessions are the load: every turn of every session, sessions.concurrency of them
+        # in flight (spec rules keep the other budgets and modes out).
+        mode, concurrency = "session_concurrency", sessions.concurrency
     request_count = load.request_count
     stability = None
     if load.measurement_interval_ms is not None:
@@ -180,26 +194,39 @@ def point_config(
         request_count = max(100, 4 * (load.max_concurrency or concurrency))
     target = spec.target
     w = spec.workload
+    session_knobs: dict[str, Any] = {}
+    if sessions is not None:
+        session_knobs = {
+            "num_sessions": sessions.count,
+            "session_turns_mean": sessions.turns_mean,
+            "session_turns_stddev": sessions.turns_stddev,
+            "session_turn_delay_mean_ms": sessions.turn_delay_mean_ms,
+            "session_turn_delay_stddev_ms": sessions.turn_delay_stddev_ms,
+        }
+    load_cfg = LoadConfig(
+        mode=mode,
+        concurrency=concurrency,
+        request_rate=rate if mode == "request_rate" else None,
+        rate_mode=load.request_rate_mode,
+        max_concurrency=load.max_concurrency,
+        request_count=request_count,
+        measurement_duration_s=load.measurement_duration_seconds,
+        warmup_request_count=load.warmup_request_count,
+        seed=w.seed,
+        request_timeout_s=target.request_timeout_seconds,
+        workers=load.workers,
+        endpoint_type=target.endpoint_type,
+        **session_knobs,
+    )
+    if sessions is not None:  # the measured budget: every turn of every session
+        load_cfg = replace(load_cfg, request_count=session_plan(load_cfg).total)
     return ProfileConfig(
         url=target.base_url(spec.namespace),
         model=target.model or (w.models[0] if w.models else None),
         endpoint_type=target.endpoint_type,
         endpoint=target.endpoint,
         streaming=target.streaming and target.endpoint_type != "embeddings",
-        load=LoadConfig(
-            mode=mode,
-            concurrency=concurrency,
-            request_rate=rate if mode == "request_rate" else None,
-            rate_mode=load.request_rate_mode,
-            max_concurrency=load.max_concurrency,
-            request_count=request_count,
-            measurement_duration_s=load.measurement_duration_seconds,
-            warmup_request_count=load.warmup_request_count,
-            seed=w.seed,
-            request_timeout_s=target.request_timeout_seconds,
-            workers=load.workers,
-            endpoint_type=target.endpoint_type,
-        ),
+        load=load_cfg,
         workload=WorkloadConfig(
             synthetic_input_tokens_mean=isl,
             synthetic_input_tokens_stddev=w.input_tokens.stddev,

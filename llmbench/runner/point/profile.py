@@ -30,6 +30,7 @@ from llmbench.runner.load.engine import (
     expected_total,
     run_load,
     run_load_workers,
+    session_plan,
 )
 from llmbench.runner.point.artifacts import write_profile_artifacts
 from llmbench.runner.point.config import ProfileConfig
@@ -327,11 +328,17 @@ async def run_profile(
     total = expected_total(cfg.load)
     # An input file is used whole (up to the requests sent); synthetic prompts are cycled, and
     # all --num-dataset-entries of them are built: inputs.json lists them, as GenAI-Perf's does.
-    if wl.input_file is not None:
-        distinct = total or 1_000_000
+    if cfg.load.mode == "session_concurrency":
+        # Every turn of every session has a prompt of its own; the history goes before it
+        # as the session runs.
+        turns = session_plan(cfg.load).turns
+        prepared = await asyncio.to_thread(workload_mod.build_session_turns, wl, tok, turns)
     else:
-        distinct = wl.num_prompts
-    prepared = await asyncio.to_thread(workload_mod.build_requests, wl, tok, distinct)
+        if wl.input_file is not None:
+            distinct = total or 1_000_000
+        else:
+            distinct = wl.num_prompts
+        prepared = await asyncio.to_thread(workload_mod.build_requests, wl, tok, distinct)
     bodies = [p.body for p in prepared]
     target = Target.from_url(cfg.url, cfg.path(), cfg.auth_headers())
     stop = stop or asyncio.Event()
@@ -362,6 +369,10 @@ async def run_profile(
         finally:
             await window("end")
     records = load.records
+    inputs = workload_mod.inputs_json(prepared)
+    if load.sent_bodies:
+        # A session's turn sent its history too: what was sent is what counts and is exported.
+        prepared, bodies = _as_sent(prepared, load.sent_bodies, tok)
     count_client_tokens(records, tok if cfg.tokenizer != "server" else None, prepared)
     stability = None
     if cfg.stability is not None:
@@ -393,6 +404,11 @@ async def run_profile(
     summary.client = client_health(
         progress.loop_lag_ms, cfg.load.workers, load, summary.window.start_ns
     )
+    if load.sessions_abandoned:
+        summary.client.warnings.append(
+            f"{load.sessions_abandoned} sessions ended before their last turn: a turn failed "
+            "(see the errors), so there was no answer to continue the conversation from"
+        )
     summary.input_config = cfg.public_dict()
     result = getattr(collector, "result", None)
     if result is not None:
@@ -402,13 +418,25 @@ async def run_profile(
         )
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
-        inputs = workload_mod.inputs_json(prepared)
         write_profile_artifacts(
             out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies
         )
         if result is not None:
             await asyncio.to_thread(plot_telemetry, result, out_dir / "telemetry.png")
     return ProfileResult(summary, records, out_dir)
+
+
+def _as_sent(
+    prepared: list[workload_mod.PreparedRequest], sent: dict[int, bytes], tok: Any
+) -> tuple[list[workload_mod.PreparedRequest], list[bytes]]:
+    """The requests as the session turns sent them (history included), with their client-side
+    input token counts; turns never sent keep their own prompt."""
+    keys = sorted(k for k in sent if k < len(prepared))
+    counts = workload_mod.conversation_tokens(tok, [sent[k] for k in keys])
+    out = list(prepared)
+    for k, n in zip(keys, counts, strict=True):
+        out[k] = replace(out[k], body=sent[k], input_tokens=n)
+    return out, [p.body for p in out]
 
 
 async def _run_windows(

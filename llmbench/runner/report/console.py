@@ -66,12 +66,40 @@ def notes(summary: PointResult) -> list[str]:
     disp = summary.dispatch
     if disp is not None:
         lag = disp.lag_ms
-        target = (summary.input_config or {}).get("request_rate")
+        settings = summary.input_config or {}
         achieved = disp.achieved_request_rate
         shown = f"{achieved:.2f}" if achieved is not None else "N/A"
+        if settings.get("mode") == "fixed_schedule":
+            rows = settings.get("fixed_schedule_requests")
+            sent = f"{rows} trace rows" if rows is not None else "the trace's rows"
+            what = f"fixed schedule: {sent} at their timestamps, achieved {shown} /s"
+        else:
+            what = f"request rate: target {settings.get('request_rate')} /s, achieved {shown} /s"
         out.append(
-            f"request rate: target {target} /s, achieved {shown} /s; "
-            f"dispatch lag p99 {lag.p99:.2f} ms, max {lag.max:.2f} ms"
+            f"{what}; dispatch lag p99 {lag.p99:.2f} ms, max {lag.max:.2f} ms"
+        )
+    settings = summary.input_config or {}
+    if settings.get("mode") == "session_concurrency":
+        out.append(
+            f"sessions: {settings.get('num_sessions')} ({settings.get('request_count')} turns), "
+            f"{settings.get('concurrency')} in flight, turns mean "
+            f"{settings.get('session_turns_mean')}, delay mean "
+            f"{settings.get('session_turn_delay_mean_ms', 0):g} ms after each answer"
+        )
+    st = summary.stability
+    if st is not None:
+        spreads = ", ".join(
+            f"{name} spread {v:.1f}%"
+            for name, v in (("throughput", st.throughput_spread_pct),
+                            ("latency", st.latency_spread_pct))
+            if v is not None
+        )
+        verdict = "stable" if st.stable else "[yellow]not stable[/yellow]"
+        out.append(
+            f"stability: {verdict} after {len(st.windows)} windows of "
+            f"{st.measurement_interval_ms:g} ms (within {st.stability_percentage:g}%"
+            f"{'; ' + spreads if spreads else ''}); statistics from the last "
+            f"{st.reported_windows}"
         )
     client = summary.client
     for warning in client.warnings if client is not None else []:

@@ -10,6 +10,7 @@ import pytest
 from llmbench.runner.load.engine import (
     LoadConfig,
     schedule_offsets,
+    session_plan,
     split_concurrency,
     split_indices,
 )
@@ -38,3 +39,23 @@ def test_work_split_across_workers_covers_every_request_once() -> None:
     assert sorted(i for p in parts for i in p) == list(range(20))
     assert all(any(i < 3 for i in p) for p in parts)  # every worker warms up
     assert split_concurrency(5, 3) == [2, 2, 1]
+
+
+def test_session_plan_is_seeded_and_bounded_as_genai_perf_draws_it() -> None:
+    cfg = LoadConfig(
+        mode="session_concurrency", num_sessions=400, session_turns_mean=3,
+        session_turns_stddev=2, session_turn_delay_mean_ms=20, session_turn_delay_stddev_ms=30,
+        seed=9,
+    )
+    plan = session_plan(cfg)
+    assert plan == session_plan(cfg)  # the seed makes it repeatable
+    assert len(plan.turns) == 400 and min(plan.turns) == 1  # at least one turn each
+    assert np.mean(plan.turns) == pytest.approx(3.2, abs=0.4)  # clamped at 1, so a bit more
+    assert [len(d) for d in plan.delays_ms] == [t - 1 for t in plan.turns]
+    delays = [d for ds in plan.delays_ms for d in ds]
+    assert min(delays) == 0 and all(isinstance(d, int) for d in delays)
+    assert plan.total == sum(plan.turns)
+    assert plan.first()[:3] == [0, plan.turns[0], plan.turns[0] + plan.turns[1]]
+    fixed = session_plan(LoadConfig(num_sessions=2, session_turns_mean=3,
+                                    session_turn_delay_mean_ms=15))
+    assert fixed.turns == (3, 3) and fixed.delays_ms == ((15, 15), (15, 15))

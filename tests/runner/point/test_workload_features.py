@@ -20,6 +20,7 @@ from llmbench.api.results import PointResult
 from llmbench.cli import main
 from llmbench.runner.point.artifacts import load_records
 from llmbench.runner.point.stability import agree
+from llmbench.runner.report.console import notes
 from llmbench.sim import spawn_sim
 
 SimFactory = Callable[..., str]
@@ -180,6 +181,10 @@ def test_stability_windows_are_reported_against_the_sim(
     assert len(measured) <= theirs <= len(measured) + 2 * 2
     assert s.errors.total == 0  # the requests cut off at the end are not errors
     assert s.window.warmup_requests == len(records) - len(measured)
+    (line,) = [line for line in notes(s) if line.startswith("stability: ")]
+    verdict = "stable" if st.stable else "[yellow]not stable[/yellow]"
+    assert line.startswith(f"stability: {verdict} after {len(st.windows)} windows of 200 ms")
+    assert line.endswith("statistics from the last 3")
 
 
 def test_default_stays_request_count_mode(sim: SimFactory, tmp_path: Path) -> None:
@@ -227,6 +232,15 @@ def test_fixed_schedule_sends_each_row_at_its_offset(sim: SimFactory, tmp_path: 
         "model": "llmbench-sim", "prompt": rows[2]["text"]}).json()["count"]
     in_order = [r["prompt_tokens"] for r in sorted(truth, key=lambda r: r["arrival_ns"])]
     assert in_order == [r.get("input_length", text_tokens) for r in rows]
+    # GenAI-Perf's and perf_analyzer's names for a fixed-schedule run, and the console's.
+    doc = json.loads((point / "profile_export_genai_perf.json").read_text())
+    assert doc["input_config"]["perf_analyzer"]["stimulus"] == {"fixed_schedule": None}
+    export = json.loads((point / "profile_export.json").read_text())
+    assert export["experiments"][0]["experiment"] == {"mode": "request_rate", "value": 0.0}
+    lines = notes(s)
+    assert any(line.startswith("fixed schedule: 7 trace rows at their timestamps")
+               for line in lines)
+    assert not any("None" in line for line in lines)
 
 
 def test_windows_shorter_than_a_request_fail_and_say_why(
