@@ -667,16 +667,23 @@ async def _closed_slot(
             state.reached()
             continue
         progress.errors += 1
-        if ex.error == "connect":
-            failures += 1
-            state.connect_failed(ex)
-            await asyncio.sleep(connect_backoff_s(failures))
-            continue
-        failures = 0
-        state.reached()
-        wait = retry_after_s(ex, cfg.retry_after_max_s)
-        if wait is not None:
-            await state.hold(wait)
+        failures = await _after_failure(state, ex, cfg, failures)
+
+
+async def _after_failure(state: _State, ex: Exchange, cfg: LoadConfig, failures: int) -> int:
+    """What a failed request costs its slot before the next one: a failed connect backs off
+    (the run of failures grows, bounded and jittered); any other failure means the target was
+    reached, so the run resets and a ``Retry-After`` is honoured. Returns the new run length."""
+    if ex.error == "connect":
+        failures += 1
+        state.connect_failed(ex)
+        await asyncio.sleep(connect_backoff_s(failures))
+        return failures
+    state.reached()
+    wait = retry_after_s(ex, cfg.retry_after_max_s)
+    if wait is not None:
+        await state.hold(wait)
+    return 0
 
 
 class _SessionCursor:
@@ -781,16 +788,7 @@ async def _session_slot(
             progress.errors += 1
             if t < plan.turns[s] - 1:
                 state.sessions_abandoned += 1
-            if ex.error == "connect":
-                failures += 1
-                state.connect_failed(ex)
-                await asyncio.sleep(connect_backoff_s(failures))
-                break
-            failures = 0
-            state.reached()
-            wait = retry_after_s(ex, cfg.retry_after_max_s)
-            if wait is not None:
-                await state.hold(wait)
+            failures = await _after_failure(state, ex, cfg, failures)
             break
 
 
