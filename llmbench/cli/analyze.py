@@ -307,7 +307,7 @@ async def _main(
 ) -> SweepResult:
     from llmbench.runner.load.engine import Progress, expected_total
     from llmbench.runner.point.profile import install_stop_signals, run_profile
-    from llmbench.runner.report.console import show_progress
+    from llmbench.runner.report.console import show_progress, validity_lines
     from llmbench.runner.sweep.run import run_sweep
 
     stop = asyncio.Event()
@@ -333,6 +333,8 @@ async def _main(
                 f"p99 TTFT {format_value(m.ttft_p99_ms)} ms, "
                 f"p99 ITL {format_value(m.itl_p99_ms)} ms, RPS {format_value(m.rps)}"
             )
+            for line in validity_lines(last.summary) if last.summary is not None else []:
+                console.print(f"    {line}")
         write_outputs(res)
 
     try:

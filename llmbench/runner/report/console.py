@@ -50,6 +50,18 @@ def results_table(summary: PointResult, title: str = "llmbench | LLM Metrics") -
     return table
 
 
+def validity_lines(summary: PointResult) -> list[str]:
+    """The point's validity signals, coloured by severity: what ``profile`` prints after its
+    table and ``analyze`` after each point, so no sweep hides a queueing or foreign-traffic
+    warning in its JSON."""
+    tele = summary.telemetry
+    out: list[str] = []
+    for signal in tele.validity if tele is not None else []:
+        colour = "red" if signal.severity == "error" else "yellow"
+        out.append(f"[{colour}]validity: {signal.message}[/{colour}]")
+    return out
+
+
 def notes(summary: PointResult) -> list[str]:
     """One-line facts below the table: errors, token provenance, open-loop dispatch lag."""
     out = []
@@ -113,9 +125,7 @@ def notes(summary: PointResult) -> list[str]:
     if tele is not None:
         for warning in tele.warnings:
             out.append(f"[yellow]{warning}[/yellow]")
-        for signal in tele.validity:
-            colour = "red" if signal.severity == "error" else "yellow"
-            out.append(f"[{colour}]validity: {signal.message}[/{colour}]")
+        out += validity_lines(summary)
         for server in tele.server.values():
             ttft, itl = server.ttft_mean_ms, server.itl_mean_ms
             if ttft is not None and itl is not None:
