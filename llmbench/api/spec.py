@@ -1138,6 +1138,11 @@ class Spec(ApiModel):
     runner: Runner = Field(
         default_factory=Runner, description="The runner Job: image, resources, deadline, retries."
     )
+    history_limit: Int = Field(
+        default=30, ge=1, le=1000,
+        description="Finished runs kept (status.history and their results ConfigMaps); older "
+        "ones are deleted.",
+    )
 
     # The manifest's namespace is not part of the spec; kept beside it for Service DNS names.
     _namespace: str | None = PrivateAttr(default=None)

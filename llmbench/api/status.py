@@ -22,6 +22,7 @@ __all__ = [
     "PHASES",
     "BenchmarkStatus",
     "Condition",
+    "HistoryEntry",
     "ConditionStatus",
     "KneeStatus",
     "MaxUnderSloStatus",
@@ -153,6 +154,22 @@ class StackStatus(StatusModel):
     telemetry_urls: list[str] = Field(default_factory=list)
 
 
+class HistoryEntry(StatusModel):
+    """One finished run, newest last in ``status.history``; its results stay in ``configMap``."""
+
+    run: int
+    phase: Phase
+    started_time: str | None = None
+    finished_time: str | None = None
+    points: int | None = Field(default=None, description="Points that ran.")
+    knee: str | None = Field(default=None, description="The knee's value as printed, if reached.")
+    max_ott_under_slo: float | None = Field(default=None, description="Max OTT under SLO.")
+    ttft_p99_ms: float | None = Field(default=None, description="p99 TTFT at that point.")
+    valid: bool | None = Field(default=None, description="MeasurementValid of the run.")
+    config_map: str | None = Field(default=None, description="The run's results ConfigMap.")
+    message: str | None = None
+
+
 class BenchmarkStatus(StatusModel):
     """``status`` of an ``LLMBenchmark``."""
 
@@ -175,4 +192,7 @@ class BenchmarkStatus(StatusModel):
     started_time: str | None = Field(default=None, description="When the runner Job was created.")
     last_run_time: str | None = Field(default=None, description="When the last run finished.")
     message: str | None = None
+    history: list[HistoryEntry] = Field(
+        default_factory=list, description="The last runs (spec.historyLimit), oldest first."
+    )
     conditions: list[Condition] = Field(default_factory=list)

@@ -38,7 +38,7 @@ from llmbench.operator.build import (
     run_objects,
     target_lease,
 )
-from llmbench.operator.kube import Kube, NotFound
+from llmbench.operator.kube import PRUNED_KINDS, Kube, NotFound
 from llmbench.operator.placement import (
     DCGM_LABELS,
     exporter_urls,
@@ -52,12 +52,14 @@ from llmbench.operator.status import (
     condition,
     decide,
     digest_patch,
+    history_entry,
     job_failure_message,
     job_outcome,
     now,
     runner_pod_conditions,
     set_condition,
     validity_condition,
+    with_history,
 )
 
 __all__ = ["CONFIG", "OperatorConfig", "TargetNotReady", "reconcile"]
@@ -655,7 +657,19 @@ async def finish_run(
                 condition("Succeeded", True, "RunSucceeded", f"run {run} finished", gen),
                 condition("Running", False, "Completed", f"run {run} finished", gen),
             ]
+        verdict = next((c.status for c in conds if c.type == "MeasurementValid"), None)
+        entry = history_entry(
+            run, "Failed" if failed else "Succeeded", digest,
+            started=status.get("startedTime"), finished=fields["lastRunTime"],
+            valid=None if verdict in (None, "Unknown") else verdict == "True",
+            config_map=run_name(name, run), message=str(fields["message"]),
+        )
+        limit = int((body.get("spec") or {}).get("historyLimit") or 30)
+        fields["history"], dropped = with_history(status.get("history") or [], entry, limit)
         await _write(namespace, name, fields, conds, body=body)
+    for old_run in dropped:  # spec.historyLimit: the oldest runs' objects go
+        for kind in PRUNED_KINDS:
+            await k.delete(kind, namespace, run_name(name, old_run))
     try:
         context = RunContext.model_validate_json(
             (await k.get_configmap(namespace, run_name(name, run)))["data"][CONTEXT_KEY]

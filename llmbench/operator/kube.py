@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from llmbench.api import GROUP, PLURAL, VERSION
 
-__all__ = ["PERMISSIONS", "Kube", "NotFound", "uses"]
+__all__ = ["PERMISSIONS", "PRUNED_KINDS", "Kube", "NotFound", "uses"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -96,6 +96,10 @@ _CREATE: dict[str, tuple[str, str]] = {
 }
 for _group, _resource in _CREATE.values():
     PERMISSIONS.setdefault((_group, _resource), set()).add("create")
+#: A pruned run's objects (spec.historyLimit); the Lease is released by the same verb.
+PRUNED_KINDS = ("ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Job")
+for _kind in PRUNED_KINDS:
+    PERMISSIONS.setdefault(_CREATE[_kind], set()).add("delete")
 
 
 class Kube:
@@ -182,6 +186,21 @@ class Kube:
                 return False
             raise
         return True
+
+    async def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Deletes a pruned run's object (gone already is fine); a Job takes its pods along."""
+        methods: dict[str, Callable[..., Any]] = {
+            "ConfigMap": self.core.delete_namespaced_config_map,
+            "ServiceAccount": self.core.delete_namespaced_service_account,
+            "Role": self.rbac.delete_namespaced_role,
+            "RoleBinding": self.rbac.delete_namespaced_role_binding,
+            "Job": self.batch.delete_namespaced_job,
+        }
+        body = k8s.V1DeleteOptions(propagation_policy="Background")
+        try:
+            await _call(methods[kind], name, namespace, body=body)
+        except NotFound:
+            return
 
     @uses("", "configmaps", "get")
     async def get_configmap(self, namespace: str, name: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from llmbench.api.status import Condition, RunDigest, dump
+from llmbench.api.status import Condition, HistoryEntry, RunDigest, dump
 
 __all__ = [
     "MAX_STATUS_BYTES",
@@ -20,6 +20,8 @@ __all__ = [
     "condition",
     "decide",
     "digest_patch",
+    "history_entry",
+    "with_history",
     "job_outcome",
     "now",
     "runner_pod_conditions",
@@ -195,3 +197,43 @@ def decide(meta: Mapping[str, Any], status: Mapping[str, Any]) -> Decision:
             "wait", run, f"the spec changed during run {run}; it runs when this run finishes"
         )
     return Decision("ensure", run)
+
+
+def history_entry(
+    run: int,
+    phase: Literal["Succeeded", "Failed"],
+    digest: RunDigest | None,
+    *,
+    started: str | None,
+    finished: str,
+    valid: bool | None,
+    config_map: str,
+    message: str,
+) -> HistoryEntry:
+    """One finished run as ``status.history`` lists it (figures rounded as status is)."""
+    knee = digest.knee if digest is not None else None
+    best = digest.max_under_slo if digest is not None else None
+    return HistoryEntry(
+        run=run,
+        phase=phase,
+        started_time=started,
+        finished_time=finished,
+        points=len(digest.points) if digest is not None else None,
+        knee=knee.label if knee is not None and knee.reached else None,
+        max_ott_under_slo=_rounded(best.ott) if best is not None else None,
+        ttft_p99_ms=_rounded(best.ttft_p99_ms) if best is not None else None,
+        valid=valid,
+        config_map=config_map,
+        message=message[:256],
+    )
+
+
+def with_history(
+    history: Sequence[Mapping[str, Any]], entry: HistoryEntry, limit: int
+) -> tuple[list[dict[str, Any]], list[int]]:
+    """``history`` with ``entry`` last (replacing an entry of the same run) and at most
+    ``limit`` entries; also the run numbers dropped, whose objects are to be deleted."""
+    kept = [dict(h) for h in history if h.get("run") != entry.run] + [dump(entry)]
+    cut = max(0, len(kept) - limit)
+    dropped = [int(h["run"]) for h in kept[:cut] if isinstance(h.get("run"), int)]
+    return kept[cut:], dropped

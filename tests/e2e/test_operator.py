@@ -526,8 +526,10 @@ def test_a_new_spec_runs_again_with_a_new_run_number(
     k8s.apply(benchmark("again", namespace, ref, telemetry={"dcgm": "off"}))
     st = wait_phase(k8s, namespace, "again", operator, ("Succeeded", "Failed"))
     assert st["phase"] == "Succeeded" and st["run"] == 1
+    assert [h["run"] for h in st["history"]] == [1]
+    assert st["history"][0]["phase"] == "Succeeded" and st["history"][0]["configMap"]
     k8s.apply(benchmark("again", namespace, ref, telemetry={"dcgm": "off"},
-                        sweep={"type": "concurrency", "values": [1, 2]}))
+                        sweep={"type": "concurrency", "values": [1, 2]}, historyLimit=1))
     st = k8s.wait_for(
         "run 2 to finish",
         lambda: (s := status(k8s, namespace, "again")).get("run") == 2
@@ -538,6 +540,18 @@ def test_a_new_spec_runs_again_with_a_new_run_number(
     obj = k8s.get("llmb", "again", namespace)
     assert st["observedGeneration"] == obj["metadata"]["generation"]
     assert k8s.get("job", "again-run-2", namespace) is not None
+    # historyLimit 1: run 1 leaves the history and its objects are deleted
+    assert [h["run"] for h in st["history"]] == [2]
+
+    def run_one_gone() -> bool:
+        out = k8s.kubectl("get", "jobs,configmaps,serviceaccounts,roles,rolebindings", "-n",
+                          namespace, "-l", "llmbench.io/benchmark=again,llmbench.io/run=1",
+                          "-o", "name").stdout
+        return not out.strip()
+
+    k8s.wait_for("run 1's objects to be pruned", run_one_gone, 60,
+                 diag=diag(k8s, namespace, operator))
+    assert k8s.get("configmap", "again-run-2", namespace) is not None
 
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from llmbench.api.status import (
     BenchmarkStatus,
@@ -117,3 +118,23 @@ def test_status_figures_are_rounded_for_people_the_csv_keeps_them() -> None:
     assert patch["points"][0]["ott"] == 1025.55 and patch["points"][0]["ttftP99Ms"] == 31.21
     assert patch["maxUnderSLO"]["ott"] == 1025.55
     assert patch["summaryCSV"] == "csv,1025.5455689606135\r\n"
+
+
+def test_history_keeps_the_last_runs_and_names_the_ones_to_delete() -> None:
+    from llmbench.operator.status import history_entry, with_history
+
+    def entry(run: int) -> Any:
+        return history_entry(run, "Succeeded", big_digest(), started="S", finished=f"T{run}",
+                             valid=True, config_map=f"b-run-{run}", message=f"run {run} done")
+
+    e = entry(1)
+    assert (e.knee, e.max_ott_under_slo, e.ttft_p99_ms, e.points) == ("16", 4000.0, 98.0, 9)
+    history: list[dict[str, Any]] = []
+    dropped_all: list[int] = []
+    for run in range(1, 6):
+        history, dropped = with_history(history, entry(run), limit=3)
+        dropped_all += dropped
+    assert [h["run"] for h in history] == [3, 4, 5] and dropped_all == [1, 2]
+    assert history[-1]["configMap"] == "b-run-5" and history[-1]["maxOttUnderSlo"] == 4000.0
+    again, dropped = with_history(history, entry(5), limit=3)  # the same run twice: one entry
+    assert [h["run"] for h in again] == [3, 4, 5] and dropped == []

@@ -1,0 +1,272 @@
+"""Prometheus gauges of each benchmark's last finished valid run, served on ``/metrics``.
+
+:func:`gauges` is pure: one ``LLMBenchmark`` object (as the API server returns it) in, its
+samples out. The kopf handler below keeps them in an in-memory map keyed by (namespace, name),
+updated from every watch event's body and emptied on ``DELETED``, and :class:`BenchmarkCollector`
+renders that map at each scrape: a deleted benchmark's series disappear, no API call is made
+(the operator's RBAC is unchanged), and a restarted operator refills the map from its initial
+listing.
+
+Labels are exactly ``namespace``, ``benchmark`` and ``model`` (``spec.target.model``), plus
+``phase`` on ``llmbench_phase`` (one series per phase, kube-state-metrics style): a bounded
+number of series per benchmark, no per-point or per-run label.
+
+Which run the result gauges describe: the current status when it is a finished run
+(``phase: Succeeded``) whose ``MeasurementValid`` condition is True, with every gauge; else
+(a run under way, a failed or invalid last run) the newest ``status.history`` entry that
+succeeded with a valid measurement, which carries max OTT under SLO only, so only that gauge
+(and ``llmbench_result_run``) is shown. Energy per output token is not exported: status has the
+GPU energy of a point's window but not the output tokens of that window.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import kopf
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from llmbench.api import GROUP, PLURAL, VERSION
+from llmbench.api.status import PHASES
+
+__all__ = [
+    "HELP",
+    "METRICS",
+    "REGISTRY",
+    "BenchmarkCollector",
+    "MetricsConfig",
+    "Sample",
+    "forget",
+    "gauges",
+    "observe",
+]
+
+log = logging.getLogger("llmbench.operator")
+
+LABELS = ("namespace", "benchmark", "model")
+
+#: Every metric this module exports, with its HELP text (all gauges).
+HELP: dict[str, str] = {
+    "llmbench_max_ott_under_slo_tokens_per_second": (
+        "Output token throughput of the highest-throughput point meeting every SLO, last "
+        "finished valid run."
+    ),
+    "llmbench_ttft_p99_at_knee_seconds": "p99 time to first token at the knee point.",
+    "llmbench_itl_p99_at_knee_seconds": "p99 inter-token latency at the knee point.",
+    "llmbench_cost_per_million_output_tokens": (
+        "spec.cost.pricePerHour / (max OTT under SLO x 3600) x 1e6, in spec.cost.currency."
+    ),
+    "llmbench_result_run": "Run number the result gauges of this benchmark describe.",
+    "llmbench_regressed": "1 if the Regressed condition is True, 0 if False; absent otherwise.",
+    "llmbench_last_run_timestamp_seconds": "When the last run finished (status.lastRunTime).",
+    "llmbench_last_run_duration_seconds": "Duration of the last finished run (start to finish).",
+    "llmbench_scheduled": "1 if spec.schedule is set and spec.suspend is not true, else 0.",
+    "llmbench_phase": "1 for the benchmark's current status.phase, 0 for the others.",
+}
+
+
+class Sample(NamedTuple):
+    """One gauge value: metric name, labels (``LABELS`` plus ``phase`` on llmbench_phase)."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def _time(text: Any) -> float | None:
+    """RFC 3339 (``2026-12-01T11:47:21Z``) to unix seconds; None when absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
+
+
+def _number(value: Any) -> float | None:
+    """A finite float from a status field (bool and non-numbers are not figures)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> str | None:
+    for c in status.get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == type_:
+            return str(c.get("status"))
+    return None
+
+
+def _knee_point(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The succeeded point whose swept value equals ``status.knee.value`` (both rounded alike)."""
+    knee = status.get("knee") or {}
+    value = _number(knee.get("value"))
+    if not knee.get("reached") or value is None:
+        return None
+    for p in status.get("points") or []:
+        v = _number(p.get("value"))
+        if p.get("state") == "Succeeded" and v is not None and math.isclose(v, value):
+            return dict(p)
+    return None
+
+
+def gauges(body: Mapping[str, Any]) -> list[Sample]:
+    """The gauge samples of one ``LLMBenchmark`` object (see the module docstring)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    target = spec.get("target") or {}
+    model = target.get("model")
+    base = {
+        "namespace": str(meta.get("namespace") or ""),
+        "benchmark": str(meta.get("name") or ""),
+        "model": model if isinstance(model, str) else "",
+    }
+    out: list[Sample] = []
+
+    def add(name: str, value: float | None, **extra: str) -> None:
+        if value is not None:
+            out.append(Sample(name, {**base, **extra}, value))
+
+    phase = status.get("phase")
+    finished = phase in ("Succeeded", "Failed")
+    if phase == "Succeeded" and _condition(status, "MeasurementValid") == "True":
+        add("llmbench_result_run", _number(status.get("run")))
+        best = status.get("maxUnderSLO") or {}
+        ott = _number(best.get("ott"))
+        add("llmbench_max_ott_under_slo_tokens_per_second", ott)
+        knee = _knee_point(status)
+        if knee is not None:
+            for metric, key in (("ttft", "ttftP99Ms"), ("itl", "itlP99Ms")):
+                ms = _number(knee.get(key))
+                add(f"llmbench_{metric}_p99_at_knee_seconds", None if ms is None else ms / 1e3)
+        price = _number((spec.get("cost") or {}).get("pricePerHour"))
+        same_spec = status.get("observedGeneration") == meta.get("generation")
+        if price is not None and ott and same_spec:
+            # llmbench.runner.sweep.analysis.cost_per_million (the operator does not import the
+            # runner; a test keeps the two equal)
+            add("llmbench_cost_per_million_output_tokens", price / (ott * 3600.0) * 1e6)
+    else:
+        for entry in reversed(status.get("history") or []):
+            if entry.get("phase") == "Succeeded" and entry.get("valid") is True:
+                add("llmbench_result_run", _number(entry.get("run")))
+                add("llmbench_max_ott_under_slo_tokens_per_second",
+                    _number(entry.get("maxOttUnderSlo")))
+                break
+
+    regressed = _condition(status, "Regressed")
+    if regressed in ("True", "False"):
+        add("llmbench_regressed", 1.0 if regressed == "True" else 0.0)
+
+    last = _time(status.get("lastRunTime"))
+    add("llmbench_last_run_timestamp_seconds", last)
+    if finished:
+        started = _time(status.get("startedTime"))
+    else:  # a run under way: the last finished one is the newest history entry
+        history = status.get("history") or []
+        newest = history[-1] if history else {}
+        same = _time(newest.get("finishedTime")) == last
+        started = _time(newest.get("startedTime")) if same else None
+    if last is not None and started is not None and last >= started:
+        add("llmbench_last_run_duration_seconds", last - started)
+
+    add("llmbench_scheduled", 1.0 if spec.get("schedule") and spec.get("suspend") is not True
+        else 0.0)
+    for p in PHASES:
+        add("llmbench_phase", 1.0 if phase == p else 0.0, phase=p)
+    return out
+
+
+class BenchmarkCollector(Collector):
+    """Renders the samples of every known benchmark at each scrape; thread-safe (the HTTP
+    server's thread reads while kopf's loop writes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._samples: dict[tuple[str, str], list[Sample]] = {}
+
+    def set(self, namespace: str, name: str, samples: list[Sample]) -> None:
+        with self._lock:
+            self._samples[(namespace, name)] = samples
+
+    def remove(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._samples.pop((namespace, name), None)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            samples = [s for key in sorted(self._samples) for s in self._samples[key]]
+        families: dict[str, tuple[GaugeMetricFamily, list[str]]] = {}
+        for s in samples:
+            if s.name not in families:
+                names = [*LABELS, "phase"] if s.name == "llmbench_phase" else list(LABELS)
+                families[s.name] = (GaugeMetricFamily(s.name, HELP[s.name], labels=names), names)
+            family, names = families[s.name]
+            family.add_metric([s.labels[k] for k in names], s.value)
+        for family, _names in families.values():
+            yield family
+
+
+@dataclass
+class MetricsConfig:
+    """``--metrics-port`` (0: no endpoint, no bookkeeping) and the listening address."""
+
+    port: int = 0
+    addr: str = "0.0.0.0"
+    server: Any = field(default=None, repr=False)
+
+
+METRICS = MetricsConfig()
+COLLECTOR = BenchmarkCollector()
+REGISTRY = CollectorRegistry()
+REGISTRY.register(COLLECTOR)
+
+
+def observe(body: Mapping[str, Any]) -> None:
+    """Stores the samples of a benchmark from an event's body."""
+    meta = body.get("metadata") or {}
+    COLLECTOR.set(str(meta.get("namespace") or ""), str(meta.get("name") or ""), gauges(body))
+
+
+def forget(namespace: str, name: str) -> None:
+    COLLECTOR.remove(namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def on_benchmark_event(
+    body: kopf.Body, type: str | None, namespace: str | None, name: str, **_: Any  # noqa: A002
+) -> None:
+    """Stateless: the event's body is all the gauges need (no API call)."""
+    if not METRICS.port:
+        return
+    if type == "DELETED":
+        forget(namespace or "", name)
+    else:
+        observe(body)
+
+
+@kopf.on.startup()
+async def start_metrics(**_: Any) -> None:
+    """Serves ``/metrics`` on ``--metrics-port``."""
+    if not METRICS.port:
+        return
+    server, _thread = start_http_server(METRICS.port, addr=METRICS.addr, registry=REGISTRY)
+    METRICS.server = server
+    log.info("serving Prometheus metrics on %s:%d/metrics", METRICS.addr, METRICS.port)
+
+
+@kopf.on.cleanup()
+async def stop_metrics(**_: Any) -> None:
+    if METRICS.server is not None:
+        METRICS.server.shutdown()
+        METRICS.server = None
