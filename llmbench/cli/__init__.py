@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "crd": ("llmbench.cli.crd", "print the LLMBenchmark CustomResourceDefinition"),
     "job": ("llmbench.cli.job", "the runner inside the operator's Job: sweep into a ConfigMap"),
     "operator": ("llmbench.cli.operator", "run the Kubernetes operator (kopf)"),
+    "results": ("llmbench.cli.results", "show an LLMBenchmark's results from the cluster"),
 }
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmbench.runner.report.tables import format_value
 from llmbench.runner.sweep.compare import (
@@ -18,10 +19,14 @@ from llmbench.runner.sweep.compare import (
     signed_tolerance,
 )
 
-__all__ = ["add_arguments", "run"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["add_arguments", "print_table", "run"]
 
 
-def _print_table(rows: Sequence[Row], a: Path, b: Path) -> None:
+def print_table(rows: Sequence[Row], a: object, b: object, console: Console | None = None) -> None:
+    """The rows as a rich table (default: on stdout); ``a`` and ``b`` name the two sides."""
     from rich.console import Console
     from rich.table import Table
 
@@ -38,7 +43,7 @@ def _print_table(rows: Sequence[Row], a: Path, b: Path) -> None:
             r.scope, r.metric, format_value(r.a), format_value(r.b), pct(r.change_pct), tol,
             verdict,
         )
-    Console(highlight=False).print(table)
+    (console or Console(highlight=False)).print(table)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmbench compare: error: {exc}", file=sys.stderr)
         return 2
     if args.format == "table":
-        _print_table(rows, args.a, args.b)
+        print_table(rows, args.a, args.b)
     else:
         sys.stdout.write(render(rows, args.format))
     bad = [r for r in rows if r.verdict in ("regression", "missing")]

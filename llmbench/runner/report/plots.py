@@ -30,6 +30,7 @@ __all__ = [
     "itl_position_plot",
     "latency_distribution_plot",
     "latency_throughput_plot",
+    "runs_latency_throughput_plot",
     "ttft_vs_isl_plot",
 ]
 
@@ -103,6 +104,47 @@ def latency_throughput_plot(data: SweepAnalysis, metric: str, path: Path) -> Pat
     ax.set_xlabel(METRIC_LABELS[field].stat("p99"))
     ax.set_ylabel(f"{ott.name} ({ott.unit})")
     ax.set_title(f"{data.model}: throughput vs {metric.upper()} ({data.sweep_type} sweep)")
+    ax.grid(True, alpha=0.3)
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(left=0)
+    ax.legend(loc="lower right", fontsize=8)
+    return _save(fig, path)
+
+
+def runs_latency_throughput_plot(
+    runs: Sequence[tuple[str, Sequence[tuple[float, float, float]]]],
+    path: Path,
+    title: str,
+    ttft_limit_ms: float | None = None,
+) -> Path | None:
+    """OTT (y) against p99 TTFT (x) of several runs over each other, oldest first and the
+    newest drawn last (on top, darkest); None when no run has a point to draw.
+
+    ``runs`` is ``(label, [(swept value, p99 TTFT ms, OTT), ...])`` per run; a regression
+    shows as the newest curve left of or below the others. ``ttft_limit_ms`` draws the SLO.
+    """
+    drawn = [(label, sorted(pts)) for label, pts in runs if pts]
+    if not drawn:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    cmap = plt.get_cmap("Blues")
+    for i, (label, pts) in enumerate(drawn):
+        shade = 0.35 + 0.65 * (i + 1) / len(drawn)
+        newest = i == len(drawn) - 1
+        ax.plot([p[1] for p in pts], [p[2] for p in pts], "-o", color=cmap(shade), label=label,
+                linewidth=2.2 if newest else 1.2, markersize=5 if newest else 3, zorder=2 + i)
+        if newest:
+            for value, x, y in pts:
+                ax.annotate(f"{value:g}", (x, y), textcoords="offset points", xytext=(6, -12),
+                            fontsize=8)
+    if ttft_limit_ms is not None:
+        ax.axvline(ttft_limit_ms, color=_SLO_COLOR, linestyle="--",
+                   label=f"SLO {ttft_limit_ms:g} ms")
+    ott = METRIC_LABELS["output_token_throughput"]
+    ax.set_xlabel(METRIC_LABELS["time_to_first_token"].stat("p99"))
+    ax.set_ylabel(f"{ott.name} ({ott.unit})")
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)

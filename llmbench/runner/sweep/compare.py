@@ -21,8 +21,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from llmbench.api.results import PointResult, SweepAnalysis, SweepPoint, validate_result
@@ -31,8 +31,11 @@ from llmbench.runner.report.tables import METRIC_LABELS, format_value
 __all__ = [
     "DEFAULT_TOLERANCES",
     "METRICS",
+    "PointFigures",
     "Row",
+    "SweepFigures",
     "compare",
+    "compare_sweeps",
     "parse_tolerances",
     "pct",
     "render",
@@ -81,6 +84,36 @@ class Row:
     change_pct: float | None
     tolerance_pct: float | None
     verdict: str
+
+
+@dataclass(frozen=True)
+class PointFigures:
+    """The figures of one sweep point that are compared (``METRICS`` keys), from an analyze
+    export or from a run digest (``llmbench results --compare``)."""
+
+    label: str
+    ott: float | None = None
+    rps: float | None = None
+    goodput: float | None = None
+    ttft_p99: float | None = None
+    itl_p99: float | None = None
+    e2e_p99: float | None = None
+
+    def metrics(self) -> dict[str, float | None]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "label"}
+
+
+@dataclass(frozen=True)
+class SweepFigures:
+    """A sweep as compared: max OTT under SLO and the points keyed by their swept value."""
+
+    max_ott_under_slo: float | None
+    points: Mapping[float, PointFigures]
+
+    def metrics(self) -> dict[str, float | None]:
+        otts = [p.ott for p in self.points.values() if p.ott is not None]
+        peak = max(otts) if otts else None
+        return {"max_ott_under_slo": self.max_ott_under_slo, "peak_ott": peak}
 
 
 def parse_tolerances(items: Sequence[str]) -> dict[str, float]:
@@ -158,24 +191,19 @@ def _profile_metrics(s: PointResult) -> dict[str, float | None]:
     return out
 
 
-def _point_metrics(p: SweepPoint) -> dict[str, float | None]:
+def _point_figures(p: SweepPoint) -> PointFigures:
     m = p.metrics
-    return {
-        "ott": m.ott,
-        "rps": m.rps,
-        "goodput": m.goodput,
-        "ttft_p99": m.ttft_p99_ms,
-        "itl_p99": m.itl_p99_ms,
-        "e2e_p99": m.e2e_p99_ms,
-    }
+    return PointFigures(
+        label=p.label, ott=m.ott, rps=m.rps, goodput=m.goodput, ttft_p99=m.ttft_p99_ms,
+        itl_p99=m.itl_p99_ms, e2e_p99=m.e2e_p99_ms,
+    )
 
 
-def _sweep_metrics(d: SweepAnalysis) -> dict[str, float | None]:
-    otts = [p.metrics.ott for p in d.points if p.metrics.ott is not None]
-    return {
-        "max_ott_under_slo": d.slo.max_ott if d.slo is not None else None,
-        "peak_ott": max(otts) if otts else None,
-    }
+def _sweep_figures(d: SweepAnalysis) -> SweepFigures:
+    return SweepFigures(
+        max_ott_under_slo=d.slo.max_ott if d.slo is not None else None,
+        points={p.value: _point_figures(p) for p in d.points},
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,19 +253,25 @@ def compare(a_path: Path, b_path: Path, tolerances: dict[str, float]) -> list[Ro
         raise ValueError(f"{a_path} is a {kind_a} and {b_path} a {kind_b}: compare like with like")
     if a.sweep_type != b.sweep_type:
         raise ValueError(f"{a_path} sweeps {a.sweep_type} and {b_path} sweeps {b.sweep_type}")
-    sa, sb = _sweep_metrics(a), _sweep_metrics(b)
+    return compare_sweeps(_sweep_figures(a), _sweep_figures(b), tolerances)
+
+
+def compare_sweeps(a: SweepFigures, b: SweepFigures, tolerances: dict[str, float]) -> list[Row]:
+    """Two sweeps of the same type as rows: sweep-level metrics, then each point matched by
+    its swept value (points in only one of them listed without a verdict)."""
+    rows: list[Row] = []
+    sa, sb = a.metrics(), b.metrics()
     for k in sa:
         if sa[k] is not None or sb[k] is not None:
             rows.append(_row("sweep", k, sa[k], sb[k], tolerances))
-    pa = {p.value: p for p in a.points}
-    pb = {p.value: p for p in b.points}
+    pa, pb = a.points, b.points
     for value in sorted(set(pa) | set(pb)):
         label = (pa.get(value) or pb[value]).label
         if value not in pb or value not in pa:
             rows.append(Row(label, "point", None, None, None, None,
                             "only in A" if value not in pb else "only in B"))
             continue
-        ma, mb = _point_metrics(pa[value]), _point_metrics(pb[value])
+        ma, mb = pa[value].metrics(), pb[value].metrics()
         for k in ma:
             if ma[k] is not None or mb[k] is not None:
                 rows.append(_row(label, k, ma[k], mb[k], tolerances))
