@@ -58,7 +58,7 @@ free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)
 begin "operator (Helm chart)" "kubectl -n llmbench-system logs deploy/llmbench-operator"
 "$helm" install llmbench-operator "$root/charts/llmbench-operator" -n llmbench-system --create-namespace \
   --set image.repository=llmbench --set image.tag=demo --set "liveness.port=$(free_port)" \
-  --set liveness.initialDelaySeconds=1 --wait --timeout 120s
+  --set liveness.initialDelaySeconds=1 --set "metrics.port=$(free_port)" --wait --timeout 120s
 kubectl -n llmbench-system rollout status deploy/llmbench-operator --timeout=120s
 
 begin "inference simulator" "kubectl -n llm-demo describe deploy/vllm"

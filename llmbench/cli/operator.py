@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first wait before a benchmark whose target is not ready tries again; doubles "
         "up to 10x (default 3)",
     )
+    parser.add_argument(
+        "--metrics-port", type=int, default=9090, metavar="PORT",
+        help="serve Prometheus gauges of each benchmark's last valid run on "
+        "http://0.0.0.0:PORT/metrics (default 9090; 0: off)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
@@ -56,10 +61,13 @@ def run(args: argparse.Namespace) -> int:
     if args.retry_delay <= 0:
         print("llmbench operator: error: --retry-delay must be > 0", file=sys.stderr)
         return 2
+    if not 0 <= args.metrics_port <= 65535:
+        print("llmbench operator: error: --metrics-port must be 0..65535", file=sys.stderr)
+        return 2
     try:
         import kopf
 
-        from llmbench.operator import handlers
+        from llmbench.operator import exporter, handlers
     except ImportError as exc:
         print(
             f"llmbench operator: error: {exc.name} is not installed; install the operator "
@@ -71,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         handlers.CONFIG.runner_image = args.runner_image
     handlers.CONFIG.namespaces = list(args.namespace)
     handlers.CONFIG.retry_delay = args.retry_delay
+    exporter.METRICS.port = args.metrics_port
     # kopf.configure() would add a second handler to the root logger that `llmbench` already
     # configured (every line twice); only the levels are set here.
     logging.getLogger("kopf").setLevel(logging.DEBUG if args.verbose else logging.INFO)

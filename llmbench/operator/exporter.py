@@ -260,7 +260,13 @@ async def start_metrics(**_: Any) -> None:
     """Serves ``/metrics`` on ``--metrics-port``."""
     if not METRICS.port:
         return
-    server, _thread = start_http_server(METRICS.port, addr=METRICS.addr, registry=REGISTRY)
+    try:
+        server, _thread = start_http_server(METRICS.port, addr=METRICS.addr, registry=REGISTRY)
+    except OSError as exc:  # the gauges are an extra: the operator runs on without them
+        log.error("no Prometheus metrics: cannot listen on %s:%d: %s", METRICS.addr,
+                  METRICS.port, exc)
+        METRICS.port = 0
+        return
     METRICS.server = server
     log.info("serving Prometheus metrics on %s:%d/metrics", METRICS.addr, METRICS.port)
 
@@ -269,4 +275,5 @@ async def start_metrics(**_: Any) -> None:
 async def stop_metrics(**_: Any) -> None:
     if METRICS.server is not None:
         METRICS.server.shutdown()
+        METRICS.server.server_close()
         METRICS.server = None

@@ -92,9 +92,10 @@ def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
     assert "command" not in c  # the image's entrypoint is `llmbench`
     assert c["args"] == [
         "operator", "--all-namespaces", "--runner-image=ghcr.io/llmbench/llmbench:0.1.0",
-        "--liveness=http://0.0.0.0:8080/healthz", "--retry-delay=3",
+        "--liveness=http://0.0.0.0:8080/healthz", "--retry-delay=3", "--metrics-port=9090",
     ]
-    assert c["ports"] == [{"name": "healthz", "containerPort": 8080, "protocol": "TCP"}]
+    assert c["ports"] == [{"name": "healthz", "containerPort": 8080, "protocol": "TCP"},
+                          {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
     for probe in ("livenessProbe", "readinessProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}
     assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
@@ -128,6 +129,15 @@ def test_a_namespaced_install_has_a_role_in_each_watched_namespace() -> None:
     assert "--runner-image=registry.local/llmbench:dev" in c["args"]
     assert "--liveness=http://0.0.0.0:9091/healthz" in c["args"]
     assert c["ports"][0]["containerPort"] == 9091
+
+
+def test_metrics_port_0_turns_the_endpoint_and_its_container_port_off() -> None:
+    c = container(render(**{"metrics.port": 0}))
+    assert "--metrics-port=0" in c["args"]
+    assert [p["name"] for p in c["ports"]] == ["healthz"]
+    c = container(render(**{"metrics.port": 9400}))
+    assert "--metrics-port=9400" in c["args"]
+    assert {"name": "metrics", "containerPort": 9400, "protocol": "TCP"} in c["ports"]
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,7 @@ class Operator:
                 [
                     str(llmbench), "operator", "-A", "--runner-image", RUNNER_IMAGE,
                     "--liveness", f"http://127.0.0.1:{self.port}/healthz", "--retry-delay", "0.5",
+                    "--metrics-port", "0",  # tests/e2e/test_operator_metrics.py covers it
                 ],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )

@@ -1,0 +1,191 @@
+"""The operator's ``/metrics`` on the project's control plane: ``llmbench operator -A
+--metrics-port P`` as a process with the service account of ``deploy/operator-rbac.yaml`` (no
+new permission), scraped over HTTP and parsed with Prometheus' text parser.
+
+The finished run is written straight through the status subresource before the operator
+starts: a ``Succeeded`` benchmark whose ``observedGeneration`` is its generation is done
+(:func:`llmbench.operator.status.decide`), so the operator only lists it and the gauges come
+from that status alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.cluster.controlplane import free_port
+from tests.e2e.test_operator import (
+    OPERATOR_NS,
+    RBAC_FILE,
+    RUNNER_IMAGE,
+    Operator,
+    benchmark,
+    sa_kubeconfig,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+class MetricsOperator(Operator):
+    """:class:`Operator` with ``--metrics-port`` (its ``start`` builds the command line)."""
+
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        super().__init__(kubeconfig, log)
+        self.metrics_port = 0
+
+    def start(self) -> None:
+        self.port = free_port()
+        self.metrics_port = free_port()
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        llmbench = Path(sys.executable).parent / "llmbench"
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    str(llmbench), "operator", "-A", "--runner-image", RUNNER_IMAGE,
+                    "--liveness", f"http://127.0.0.1:{self.port}/healthz", "--retry-delay", "0.5",
+                    "--metrics-port", str(self.metrics_port),
+                ],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"operator liveness endpoint never answered:\n{self.tail()}")
+
+    def scrape(self) -> dict[str, list[Any]]:
+        """Metric family name -> its samples, parsed from the real text format."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            assert r.headers["Content-Type"].startswith("text/plain"), r.headers
+            text = r.read().decode()
+        return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def finished_status(generation: int) -> dict[str, Any]:
+    """Run 3 of a nightly benchmark: Succeeded, valid, regressed, knee at 8."""
+
+    def point(value: int, ttft: float, itl: float, ott: float, ok: bool) -> dict[str, Any]:
+        return {"name": f"concurrency_{value}", "value": value, "state": "Succeeded",
+                "ttftP99Ms": ttft, "itlP99Ms": itl, "ott": ott, "sloMet": ok, "valid": True,
+                "gpuPowerW": 1400.5, "gpuEnergyJ": 84030.0, "gpus": 2}
+
+    def cond(type_: str, status: str, reason: str) -> dict[str, Any]:
+        return {"type": type_, "status": status, "reason": reason, "message": "",
+                "lastTransitionTime": "2026-11-30T02:41:30Z", "observedGeneration": generation}
+
+    return {
+        "phase": "Succeeded", "observedGeneration": generation, "run": 3, "progress": "4/4",
+        "points": [point(1, 41.2, 8.1, 120.5, True), point(2, 44.0, 8.3, 236.9, True),
+                   point(8, 88.31, 11.47, 831.14, True), point(16, 655.67, 19.5, 1016.0, False)],
+        "knee": {"reached": True, "value": 8, "label": "8", "rule": "ott-saturation"},
+        "maxUnderSLO": {"value": 8, "ott": 831.14, "ttftP99Ms": 88.31, "firstFailingValue": 16},
+        "startedTime": "2026-11-30T02:00:00Z", "lastRunTime": "2026-11-30T02:41:30Z",
+        "conditions": [
+            cond("Accepted", "True", "Valid"), cond("Succeeded", "True", "RunSucceeded"),
+            cond("MeasurementValid", "True", "Valid"),
+            cond("Regressed", "True", "MaxOttUnderSloDropped"),
+        ],
+    }
+
+
+@pytest.fixture
+def metrics_operator(
+    crd_installed: Any, tmp_path: Path
+) -> Iterator[MetricsOperator]:
+    k8s = crd_installed
+    if k8s.get("namespace", OPERATOR_NS) is None:
+        k8s.kubectl("create", "namespace", OPERATOR_NS)
+    k8s.kubectl("apply", "-f", str(RBAC_FILE))
+    k8s.wait_for(
+        "the operator ServiceAccount",
+        lambda: k8s.get("serviceaccount", "llmbench-operator", OPERATOR_NS), 30,
+    )
+    kubeconfig = sa_kubeconfig(k8s, OPERATOR_NS, "llmbench-operator", tmp_path / "kubeconfig")
+    op = MetricsOperator(kubeconfig, tmp_path / "operator.log")
+    try:
+        yield op
+    finally:
+        op.stop()
+
+
+def test_metrics_serve_the_last_valid_run_and_forget_deleted_benchmarks(
+    crd_installed: Any, namespace: str, metrics_operator: MetricsOperator
+) -> None:
+    k8s, op = crd_installed, metrics_operator
+    body = benchmark("nightly", namespace, {"url": "http://127.0.0.1:9"},
+                     cost={"pricePerHour": 4.5})
+    k8s.apply(body)
+    generation = int(k8s.get("llmbenchmark", "nightly", namespace)["metadata"]["generation"])
+    k8s.kubectl(
+        "patch", "llmbenchmark", "nightly", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": finished_status(generation)}),
+    )
+    op.start()
+
+    def ours(families: dict[str, list[Any]], name: str) -> list[Any]:
+        return [s for s in families.get(name, []) if s.labels.get("namespace") == namespace]
+
+    def scraped() -> dict[str, list[Any]] | None:
+        families = op.scrape()
+        return families if ours(families, "llmbench_result_run") else None
+
+    families = k8s.wait_for("the benchmark's gauges on /metrics", scraped, 30,
+                            diag=op.tail)
+    labels = {"namespace": namespace, "benchmark": "nightly", "model": "e2e-model"}
+    expected = {
+        "llmbench_result_run": 3,
+        "llmbench_max_ott_under_slo_tokens_per_second": 831.14,
+        "llmbench_ttft_p99_at_knee_seconds": 0.08831,
+        "llmbench_itl_p99_at_knee_seconds": 0.01147,
+        "llmbench_cost_per_million_output_tokens": 4.5 / (831.14 * 3600) * 1e6,
+        "llmbench_regressed": 1,
+        "llmbench_last_run_timestamp_seconds": 1796006490,
+        "llmbench_last_run_duration_seconds": 2490,
+        "llmbench_scheduled": 0,
+    }
+    for name, value in expected.items():
+        samples = ours(families, name)
+        assert [s.labels for s in samples] == [labels], (name, samples)
+        assert samples[0].value == pytest.approx(value), (name, samples)
+    phases = {s.labels["phase"]: s.value for s in ours(families, "llmbench_phase")}
+    assert phases == {"Pending": 0, "Queued": 0, "Running": 0, "Succeeded": 1, "Failed": 0}
+    # done: the operator started no run of its own (the status is still the one written)
+    st = k8s.get("llmbenchmark", "nightly", namespace)["status"]
+    assert st["run"] == 3 and st["phase"] == "Succeeded"
+    assert k8s.get("job", "nightly-run-4", namespace) is None
+
+    # a later status (the next verdict) reaches the gauges through the watch, no restart
+    later = finished_status(generation)
+    later["conditions"][-1].update(status="False", reason="WithinTolerance")
+    k8s.kubectl(
+        "patch", "llmbenchmark", "nightly", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": later}),
+    )
+    k8s.wait_for(
+        "llmbench_regressed to turn 0",
+        lambda: [s.value for s in ours(op.scrape(), "llmbench_regressed")] == [0],
+        30, diag=op.tail,
+    )
+
+    k8s.kubectl("delete", "llmbenchmark", "nightly", "-n", namespace)
+    k8s.wait_for(
+        "the deleted benchmark's series to go",
+        lambda: not any(ours(f, name) for f in [op.scrape()] for name in f),
+        30, diag=op.tail,
+    )
