@@ -46,6 +46,7 @@ schedule: 5 cron fields, values in range      yes
 schedule: numeric ranges run low to high      yes
 schedule: fires at all, named ranges ordered  no         needs the calendar (day 30 of February)
                                                          and name-to-number tables: cronsim
+timeZone: the zone exists                     no         needs the time zone database: zoneinfo
 sweep.type concurrency needs mode concurrency yes
 embeddings: no output_sequence_length sweep   yes
 embeddings: no latency SLOs                   yes
@@ -67,6 +68,7 @@ seconds field, no ``L``/``W``/``#``).
 from __future__ import annotations
 
 import re
+import zoneinfo
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
@@ -341,6 +343,36 @@ def _telemetry_source(key: str) -> FieldRules:
             ),
         )
     )
+
+
+def _zone_exists(name: str) -> bool:
+    """True for an IANA time zone name this Python knows (``Europe/Berlin``, ``UTC``)."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+TimeZone = Annotated[
+    str,
+    Strict(),
+    Field(min_length=1, max_length=64),
+    FieldRules(
+        (
+            Rule(
+                name="spec.time-zone-exists",
+                message="timeZone must be an IANA time zone name, e.g. Europe/Berlin or UTC",
+                cel=None,
+                python_only="needs the time zone database (CronJob's own timeZone is checked "
+                "by the controller, not at admission, for the same reason)",
+                check=_zone_exists,
+            ),
+        )
+    ),
+]
+
+ConcurrencyPolicy = Literal["Forbid", "Replace"]
 
 
 Schedule = Annotated[
@@ -1131,6 +1163,20 @@ class Spec(ApiModel):
     schedule: Schedule | None = Field(
         default=None,
         description='Cron schedule for recurring runs, e.g. "0 2 * * *" or @daily.',
+    )
+    time_zone: TimeZone | None = Field(
+        default=None, description="Time zone of the schedule (IANA name); default UTC."
+    )
+    suspend: Bool = Field(default=False, description="Pause the schedule (no new ticks run).")
+    concurrency_policy: ConcurrencyPolicy = Field(
+        default="Forbid",
+        description="A tick while a run is in progress: Forbid skips it, Replace stops the "
+        "run and starts a new one.",
+    )
+    starting_deadline_seconds: PositiveInt | None = Field(
+        default=None,
+        description="A tick missed (operator down) runs late only within this many seconds; "
+        "at most one catch-up run either way.",
     )
     cost: Cost = Field(
         default_factory=Cost, description="Price per hour, for cost per output token."

@@ -192,6 +192,15 @@ class BenchmarkStatus(StatusModel):
     started_time: str | None = Field(default=None, description="When the runner Job was created.")
     last_run_time: str | None = Field(default=None, description="When the last run finished.")
     message: str | None = None
+    last_schedule_time: str | None = Field(
+        default=None, description="The latest schedule tick handled (run, skipped or missed)."
+    )
+    next_run_time: str | None = Field(default=None, description="The next schedule tick.")
+    spec_hash: str | None = Field(
+        default=None,
+        description="Digest of the measured settings of the current run (the spec without "
+        "its scheduling fields): a spec change that leaves it equal starts no run.",
+    )
     history: list[HistoryEntry] = Field(
         default_factory=list, description="The last runs (spec.historyLimit), oldest first."
     )

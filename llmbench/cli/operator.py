@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "http://0.0.0.0:PORT/metrics (default 9090; 0: off)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    # Tests move the schedules' clock forward through this file instead of sleeping minutes.
+    parser.add_argument("--clock-offset-file", default=None, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         import kopf
 
         from llmbench.operator import exporter, handlers
+        from llmbench.operator.schedule import Clock
     except ImportError as exc:
         print(
             f"llmbench operator: error: {exc.name} is not installed; install the operator "
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         handlers.CONFIG.runner_image = args.runner_image
     handlers.CONFIG.namespaces = list(args.namespace)
     handlers.CONFIG.retry_delay = args.retry_delay
+    handlers.CONFIG.clock = Clock(args.clock_offset_file)
     exporter.METRICS.port = args.metrics_port
     # kopf.configure() would add a second handler to the root logger that `llmbench` already
     # configured (every line twice); only the levels are set here.

@@ -47,8 +47,17 @@ from llmbench.operator.placement import (
     stack_snapshot,
     target_nodes,
 )
+from llmbench.operator.schedule import (
+    Clock,
+    due_tick,
+    measured_hash,
+    next_tick,
+    parse_time,
+    rfc3339,
+)
 from llmbench.operator.status import (
     MAX_STATUS_BYTES,
+    Decision,
     condition,
     decide,
     digest_patch,
@@ -76,6 +85,8 @@ class OperatorConfig:
     namespaces: list[str] = field(default_factory=list)
     #: Seconds between retries while a benchmark waits for its target or the Lease.
     retry_delay: float = 3.0
+    #: What "now" is for schedules (tests shift it instead of sleeping for minutes).
+    clock: Clock = field(default_factory=Clock)
 
 
 CONFIG = OperatorConfig()
@@ -368,11 +379,23 @@ def _due(namespace: str, name: str) -> bool:
     return asyncio.get_running_loop().time() >= until
 
 
-async def reconcile(namespace: str, name: str) -> None:
+def _schedule_fields(spec: Mapping[str, Any], now_: datetime) -> dict[str, Any]:
+    """``nextRunTime`` of a scheduled, unsuspended benchmark (None removes it)."""
+    sched = spec.get("schedule")
+    if not sched or spec.get("suspend"):
+        return {"nextRunTime": None}
+    return {"nextRunTime": rfc3339(next_tick(sched, spec.get("timeZone"), now_))}
+
+
+async def reconcile(
+    namespace: str, name: str, tick: datetime | None = None
+) -> None:
     """Brings the benchmark's current run into existence (see :func:`decide`).
 
     A benchmark that must wait (target not ready, endpoint busy) is left ``Pending`` or
-    ``Queued``; :func:`retry_waiting` tries it again with backoff.
+    ``Queued``; :func:`retry_waiting` tries it again with backoff. ``tick`` is a schedule tick
+    that is due (:func:`on_schedule`): it starts a new run of an unchanged spec, or, with a run
+    in progress, is skipped (``concurrencyPolicy: Forbid``) or replaces it (``Replace``).
     """
     k = kube()
     async with _lock(namespace, name):
@@ -382,9 +405,35 @@ async def reconcile(namespace: str, name: str) -> None:
             _BACKOFF.pop((namespace, name), None)
             return
         meta = body["metadata"]
+        spec = body.get("spec") or {}
         generation = int(meta.get("generation") or 1)
         status = body.get("status") or {}
         d = decide(meta, status)
+        sched: dict[str, Any] = {}
+        if tick is not None:
+            sched = {"lastScheduleTime": rfc3339(tick), **_schedule_fields(spec, tick)}
+            if d.action in ("ensure", "wait") and spec.get("concurrencyPolicy") != "Replace":
+                msg = (f"schedule tick {rfc3339(tick)} skipped: run {d.run} is still in progress "
+                       "(concurrencyPolicy Forbid)")
+                await _write(namespace, name, {**sched, "message": msg}, body=body)
+                _event(body, "TickSkipped", msg)
+                return
+            if d.action in ("ensure", "wait"):
+                await _replace_run(body, d.run, tick)
+            d = Decision("start", int(status.get("run") or 0) + 1,
+                         f"scheduled run (tick {rfc3339(tick)})")
+        elif (
+            d.action == "start"
+            and status.get("run")
+            and status.get("specHash") == measured_hash(spec)
+        ):
+            # Only when or how often it runs changed (schedule, suspend, history): no run.
+            await _write(
+                namespace, name,
+                {"observedGeneration": generation, **_schedule_fields(spec, CONFIG.clock.now())},
+                body=body,
+            )
+            return
         if d.action == "done":
             return
         if d.action == "wait":
@@ -392,6 +441,8 @@ async def reconcile(namespace: str, name: str) -> None:
                 await _write(namespace, name, {"message": d.message}, body=body)
             return
         if d.action == "start":
+            if not sched:
+                sched = _schedule_fields(spec, CONFIG.clock.now())
             await _write(
                 namespace, name,
                 {
@@ -400,6 +451,7 @@ async def reconcile(namespace: str, name: str) -> None:
                     "maxUnderSLO": None, "summaryCSV": None, "queuedBehind": None,
                     "startedTime": None, "message": d.message or f"run {d.run} starting",
                     "resultsConfigMap": run_name(name, d.run),
+                    "specHash": measured_hash(spec), **sched,
                 },
                 [
                     condition("Running", False, "Pending", f"run {d.run} is being prepared",
@@ -507,6 +559,69 @@ async def _ensure_run(body: dict[str, Any], run: int, generation: int) -> str:
     if "Job" in created:
         _event(body, "JobCreated", f"runner Job {job} created for run {run}")
     return "created"
+
+
+async def _replace_run(body: Mapping[str, Any], run: int, tick: datetime) -> None:
+    """``concurrencyPolicy: Replace``: the run in progress ends as Failed (its Job deleted,
+    what it measured kept in its ConfigMap) so that the tick's run can start."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    status = body.get("status") or {}
+    await kube().delete("Job", namespace, run_name(name, run))
+    why = f"replaced by the scheduled run of {rfc3339(tick)} (concurrencyPolicy Replace)"
+    entry = history_entry(
+        run, "Failed", None, started=status.get("startedTime"), finished=now(), valid=None,
+        config_map=run_name(name, run), message=f"run {run}: {why}",
+    )
+    limit = int((body.get("spec") or {}).get("historyLimit") or 30)
+    history, _ = with_history(status.get("history") or [], entry, limit)
+    await _write(namespace, name, {"history": history}, body=body)
+    _event(body, "RunReplaced", f"run {run} {why}", warning=True)
+    try:
+        context = RunContext.model_validate_json(
+            (await kube().get_configmap(namespace, run_name(name, run)))["data"][CONTEXT_KEY]
+        )
+        await release_lease(body, context.url)
+    except (NotFound, KeyError, ValidationError):
+        pass
+
+
+def _scheduled(spec: kopf.Spec, **_: Any) -> bool:
+    return bool(spec.get("schedule")) and not spec.get("suspend")
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=1.0, when=_scheduled)
+async def on_schedule(
+    namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
+    **_: Any,
+) -> None:
+    """Runs the latest due tick of a scheduled benchmark (at most one catch-up after an
+    outage; none when it is older than ``startingDeadlineSeconds``). Only scheduled,
+    unsuspended benchmarks have this timer, and it makes no API call until a tick is due."""
+    ns = namespace or "default"
+    last = status.get("lastScheduleTime") or meta.get("creationTimestamp")
+    if not last:
+        return
+    run_tick, latest = due_tick(
+        str(spec["schedule"]), spec.get("timeZone"), parse_time(str(last)), CONFIG.clock.now(),
+        spec.get("startingDeadlineSeconds"),
+    )
+    if latest is None:
+        return
+    async with _lock(ns, name):  # the tick may have been handled since this body was read
+        body = await kube().get_benchmark(ns, name)
+        fresh = (body.get("status") or {}).get("lastScheduleTime")
+        if fresh and parse_time(str(fresh)) >= latest:
+            return
+        if run_tick is None:
+            msg = (f"schedule tick {rfc3339(latest)} missed by more than "
+                   f"startingDeadlineSeconds ({spec.get('startingDeadlineSeconds')}); not run")
+            await _write(ns, name, {"lastScheduleTime": rfc3339(latest), "message": msg,
+                                    **_schedule_fields(body.get("spec") or {}, latest)},
+                         body=body)
+            _event(body, "TickMissed", msg, warning=True)
+            return
+    await reconcile(ns, name, tick=run_tick)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -617,7 +732,9 @@ async def finish_run(
             digest, csv = _digest(await k.get_configmap(namespace, run_name(name, run)))
         except NotFound:
             pass
-        fields: dict[str, Any] = {"lastRunTime": now()}
+        fields: dict[str, Any] = {
+            "lastRunTime": now(), **_schedule_fields(body.get("spec") or {}, CONFIG.clock.now())
+        }
         conds: list[Condition] = []
         failed_points = [p for p in (digest.points if digest else []) if p.state == "Failed"]
         failed = (

@@ -484,6 +484,7 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
     "spec.schedule-syntax": ({"schedule": "a b c d e"}, "spec.schedule"),
     "spec.schedule-ranges-ascending": ({"schedule": "0 5-1 * * *"}, "spec.schedule"),
     "spec.schedule-fires": ({"schedule": "0 0 30 2 *"}, "spec.schedule"),
+    "spec.time-zone-exists": ({"schedule": "@daily", "timeZone": "Mars/Olympus"}, "spec.timeZone"),
     "spec.concurrency-sweep-needs-closed-loop": (
         {"load": {"mode": "request_rate", "requestRate": 2}, "sweep": {"range": "1:8"}},
         "spec.sweep.type",

@@ -335,11 +335,14 @@ def test_invalid_spec_is_refused_by_the_server_and_python(
 def test_python_only_rules_are_the_operators_to_report(crd_ready: Any, bench_ns: str) -> None:
     """What CEL cannot say, the API server admits and Python refuses (documented in the model)."""
     python_only = [r for r in RULES.values() if r.cel is None]
-    assert [r.name for r in python_only] == ["spec.schedule-fires"]
+    assert [r.name for r in python_only] == ["spec.schedule-fires", "spec.time-zone-exists"]
     for schedule in ("0 0 30 2 *", "0 0 * * FRI-MON"):
         spec = {"target": URL, "schedule": schedule}
         create(crd_ready, bench_ns, body(spec))
         assert python_issues(spec) == [f"spec.schedule: {python_only[0].message}"]
+    spec = {"target": URL, "schedule": "@daily", "timeZone": "Mars/Olympus"}
+    create(crd_ready, bench_ns, body(spec))
+    assert python_issues(spec) == [f"spec.timeZone: {python_only[1].message}"]
 
 
 def test_object_read_back_parses_with_the_models_defaults(crd_ready: Any, bench_ns: str) -> None:

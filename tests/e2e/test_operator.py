@@ -75,6 +75,10 @@ class Operator:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
+    def extra_args(self) -> list[str]:
+        """Flags a subclass adds (each start picks fresh ports)."""
+        return ["--metrics-port", "0"]  # tests/e2e/test_operator_metrics.py covers it
+
     def start(self) -> None:
         self.port = free_port()
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -84,7 +88,7 @@ class Operator:
                 [
                     str(llmbench), "operator", "-A", "--runner-image", RUNNER_IMAGE,
                     "--liveness", f"http://127.0.0.1:{self.port}/healthz", "--retry-delay", "0.5",
-                    "--metrics-port", "0",  # tests/e2e/test_operator_metrics.py covers it
+                    *self.extra_args(),
                 ],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )

@@ -11,10 +11,6 @@ from that status alone.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +23,6 @@ from tests.cluster.controlplane import free_port
 from tests.e2e.test_operator import (
     OPERATOR_NS,
     RBAC_FILE,
-    RUNNER_IMAGE,
     Operator,
     benchmark,
     sa_kubeconfig,
@@ -43,30 +38,9 @@ class MetricsOperator(Operator):
         super().__init__(kubeconfig, log)
         self.metrics_port = 0
 
-    def start(self) -> None:
-        self.port = free_port()
+    def extra_args(self) -> list[str]:
         self.metrics_port = free_port()
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        llmbench = Path(sys.executable).parent / "llmbench"
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    str(llmbench), "operator", "-A", "--runner-image", RUNNER_IMAGE,
-                    "--liveness", f"http://127.0.0.1:{self.port}/healthz", "--retry-delay", "0.5",
-                    "--metrics-port", str(self.metrics_port),
-                ],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError(f"operator liveness endpoint never answered:\n{self.tail()}")
+        return ["--metrics-port", str(self.metrics_port)]
 
     def scrape(self) -> dict[str, list[Any]]:
         """Metric family name -> its samples, parsed from the real text format."""
