@@ -39,6 +39,9 @@ PERMISSIONS: dict[tuple[str, str], set[str]] = {
     ("", "configmaps#grant"): {"get", "update", "patch"},
 }
 
+#: Who wrote status, in managedFields (GitOps tools show it next to their own spec manager).
+FIELD_MANAGER = "llmbench-operator"
+
 #: Request timeout (seconds) of every call: a hung API server must not hang a handler.
 TIMEOUT = 30.0
 
@@ -131,6 +134,7 @@ class Kube:
         await _call(
             self.custom.patch_namespaced_custom_object_status,
             GROUP, VERSION, namespace, PLURAL, name, {"status": dict(status)},
+            field_manager=FIELD_MANAGER,
         )
 
     # -- references ---------------------------------------------------------------------
