@@ -81,7 +81,7 @@ last="" phase=""
 for _ in $(seq 1 600); do
   row=$(kubectl -n llm-demo get llmb demo --no-headers 2>/dev/null || true)
   if [[ -n "$row" && "$row" != "$last" ]]; then
-    [[ -z "$last" ]] && kubectl -n llm-demo get llmb demo | head -1
+    [[ -z "$last" ]] && kubectl -n llm-demo get llmb demo | awk "NR == 1"  # awk reads all: no SIGPIPE
     echo "$row"
     last="$row"
   fi
