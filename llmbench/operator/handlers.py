@@ -49,6 +49,7 @@ from llmbench.operator.placement import (
 )
 from llmbench.operator.schedule import (
     Clock,
+    ScheduleError,
     due_tick,
     measured_hash,
     next_tick,
@@ -384,7 +385,10 @@ def _schedule_fields(spec: Mapping[str, Any], now_: datetime) -> dict[str, Any]:
     sched = spec.get("schedule")
     if not sched or spec.get("suspend"):
         return {"nextRunTime": None}
-    return {"nextRunTime": rfc3339(next_tick(sched, spec.get("timeZone"), now_))}
+    try:
+        return {"nextRunTime": rfc3339(next_tick(sched, spec.get("timeZone"), now_))}
+    except ScheduleError:  # the spec check reports it (Accepted=False)
+        return {"nextRunTime": None}
 
 
 async def reconcile(
@@ -602,10 +606,13 @@ async def on_schedule(
     last = status.get("lastScheduleTime") or meta.get("creationTimestamp")
     if not last:
         return
-    run_tick, latest = due_tick(
-        str(spec["schedule"]), spec.get("timeZone"), parse_time(str(last)), CONFIG.clock.now(),
-        spec.get("startingDeadlineSeconds"),
-    )
+    try:
+        run_tick, latest = due_tick(
+            str(spec["schedule"]), spec.get("timeZone"), parse_time(str(last)),
+            CONFIG.clock.now(), spec.get("startingDeadlineSeconds"),
+        )
+    except ScheduleError:  # never fires: Accepted=False says so; nothing to tick
+        return
     if latest is None:
         return
     async with _lock(ns, name):  # the tick may have been handled since this body was read

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from llmbench.api import cron_expression
 __all__ = [
     "SCHEDULING_FIELDS",
     "Clock",
+    "ScheduleError",
     "due_tick",
     "measured_hash",
     "next_tick",
@@ -54,11 +55,24 @@ def _zone(time_zone: str | None) -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(time_zone or "UTC")
 
 
+class ScheduleError(ValueError):
+    """A schedule or time zone no tick can come from (refused by ``Spec.from_manifest`` too,
+    which reports it as ``Accepted=False``; here it only means: no ticks)."""
+
+
+def _ticks(schedule: str, time_zone: str | None, after: datetime) -> Iterator[datetime]:
+    try:
+        ticks: Iterator[datetime] = cronsim.CronSim(
+            cron_expression(schedule), after.astimezone(_zone(time_zone))
+        )
+        return ticks
+    except (cronsim.CronSimError, zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        raise ScheduleError(f"{schedule!r} ({time_zone or 'UTC'}): {exc}") from None
+
+
 def next_tick(schedule: str, time_zone: str | None, after: datetime) -> datetime:
-    """The first tick strictly after ``after`` (UTC)."""
-    local = after.astimezone(_zone(time_zone))
-    it = cronsim.CronSim(cron_expression(schedule), local)
-    return next(it).astimezone(UTC)
+    """The first tick strictly after ``after`` (UTC); :class:`ScheduleError` if none can be."""
+    return next(_ticks(schedule, time_zone, after)).astimezone(UTC)
 
 
 def due_tick(
@@ -74,8 +88,7 @@ def due_tick(
     late for the deadline, or skipped because a run is in progress), so it is never
     considered again.
     """
-    local = last.astimezone(_zone(time_zone))
-    it = cronsim.CronSim(cron_expression(schedule), local)
+    it = _ticks(schedule, time_zone, last)
     latest: datetime | None = None
     for _ in range(_MAX_TICKS):
         tick = next(it).astimezone(UTC)

@@ -57,3 +57,15 @@ def test_the_clock_moves_by_the_offset_in_its_file(tmp_path: Path) -> None:
     f.write_text("3600")
     assert 3590 < (clock.now() - datetime.now(UTC)).total_seconds() < 3610
     assert rfc3339(parse_time("2026-12-01T02:00:00Z")) == "2026-12-01T02:00:00Z"
+
+
+def test_a_schedule_that_never_fires_or_a_bad_zone_is_a_schedule_error() -> None:
+    from llmbench.operator.schedule import ScheduleError
+
+    for sched, zone in (("0 0 30 2 *", None), ("@daily", "Mars/Olympus")):
+        try:
+            due_tick(sched, zone, T0, T0 + timedelta(days=400))
+        except ScheduleError as exc:
+            assert sched in str(exc)
+        else:
+            raise AssertionError(f"{sched} {zone} gave ticks")
