@@ -478,8 +478,15 @@ def installed(
 ) -> Iterator[Installed]:
     python = image_python(dockerfile)
     if f"{sys.version_info.major}.{sys.version_info.minor}" != python:
-        pytest.skip(f"the image's Python is {python}; this interpreter is "
-                    f"{sys.version_info.major}.{sys.version_info.minor}")
+        # Not a skip: the lock is resolved for the image's Python, so another interpreter
+        # cannot prove the image's install step, and saying nothing would hide that.
+        pytest.fail(
+            f"the image's Python is {python} (Dockerfile ARG PYTHON_VERSION) and this "
+            f"interpreter is {sys.version_info.major}.{sys.version_info.minor}: run the tests "
+            f"with Python {python}, or change PYTHON_VERSION and regenerate the locks "
+            "(sh hack/image/lock.sh)",
+            pytrace=False,
+        )
     tmp = tmp_path_factory.mktemp("image")
     root = tmp / "rootfs"
     src = replay_builder_copies(dockerfile, REPO, build_context(REPO), root)
