@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +23,14 @@ import pytest
 from llmbench.api.results import PointResult
 from llmbench.cli import main
 from llmbench.runner.point.artifacts import load_records
-from llmbench.sim import spawn_sim
-
-SimFactory = Callable[..., str]
+from tests.sim_process import SimFactory, sim_pool
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimFactory]:
     """Starts sims in their own processes, one per distinct flag set, shared by the module."""
-    running: dict[tuple[str, ...], tuple[str, subprocess.Popen[str]]] = {}
-
-    def get(*flags: str) -> str:
-        if flags not in running:
-            running[flags] = spawn_sim(list(flags))
-        return running[flags][0]
-
-    yield get
-    for _, proc in running.values():
-        proc.terminate()
-        proc.wait(10)
+    with sim_pool() as get:
+        yield get
 
 
 def point_dir(out: Path) -> Path:

@@ -18,40 +18,25 @@ from typing import Any
 import httpx
 import pytest
 
-from llmbench.api.results import PointResult
-from llmbench.cli import main
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.load.engine import LoadConfig, session_plan
 from llmbench.runner.point.artifacts import load_records
 from llmbench.runner.report.console import notes
-from llmbench.sim import spawn_sim
+from tests.sim_process import profile_point, running_sim, sim_records
 
 ISL_MEAN, OSL = 24, 4
 
 
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
-    url, proc = spawn_sim(["--ttft-ms", "3", "--itl-ms", "1"])
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    with running_sim(["--ttft-ms", "3", "--itl-ms", "1"]) as url:
+        yield url
 
 
-def run(tmp: Path, url: str, *flags: str) -> tuple[int, PointResult, Path]:
-    out = tmp / "art"
-    code = main(["profile", "--url", url, "--artifact-dir", str(out), *flags])
-    (point,) = [p for p in out.iterdir() if p.is_dir()]
-    result = PointResult.model_validate_json(
-        (point / "profile_export_genai_perf.json").read_text()
-    )
-    return code, result, point
+run = profile_point
 
 
-def truth(url: str) -> list[dict[str, Any]]:
-    doc = httpx.get(url + "/sim/records").json()
-    recs = doc["records"] if isinstance(doc, dict) else doc
-    assert recs[0]["max_tokens"] == 1  # preflight's probe
-    return list(recs[1:])
+truth = sim_records
 
 
 def sent(point: Path) -> list[dict[str, Any]]:

@@ -8,56 +8,30 @@ the ground truth.
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from llmbench.api.results import PointResult
-from llmbench.cli import main
 from llmbench.runner.point.artifacts import load_records
 from llmbench.runner.point.stability import agree
 from llmbench.runner.report.console import notes
-from llmbench.sim import spawn_sim
+from tests.sim_process import SimFactory, profile_point, sim_pool, sim_records
 
-SimFactory = Callable[..., str]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "datasets"
 
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[SimFactory]:
-    running: dict[tuple[str, ...], tuple[str, subprocess.Popen[str]]] = {}
-
-    def get(*flags: str) -> str:
-        if flags not in running:
-            running[flags] = spawn_sim(list(flags))
-        return running[flags][0]
-
-    yield get
-    for _, proc in running.values():
-        proc.terminate()
-        proc.wait(10)
+    with sim_pool() as get:
+        yield get
 
 
-def run(tmp: Path, url: str, *flags: str) -> tuple[int, PointResult, Path]:
-    out = tmp / "art"
-    code = main(["profile", "--url", url, "--artifact-dir", str(out), *flags])
-    (point,) = [p for p in out.iterdir() if p.is_dir()]
-    result = PointResult.model_validate_json(
-        (point / "profile_export_genai_perf.json").read_text()
-    )
-    return code, result, point
+run = profile_point
 
 
-def sim_records(url: str) -> list[dict[str, Any]]:
-    """The sim's records of the run: the first is preflight's one-token probe."""
-    truth = httpx.get(url + "/sim/records").json()
-    recs = truth["records"] if isinstance(truth, dict) else truth
-    assert recs[0]["max_tokens"] == 1
-    return list(recs[1:])
 
 
 def sent_prompts(point: Path) -> list[str]:
