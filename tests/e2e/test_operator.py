@@ -447,7 +447,9 @@ def test_a_missing_service_is_a_condition_and_its_creation_starts_the_job(
     terms = job["spec"]["template"]["spec"]["affinity"]["podAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms[0]["labelSelector"] == {"matchLabels": target.labels}
-    st = status(k8s, namespace, "svc")
+    # the status write with the stack follows the Job's creation
+    st = k8s.wait_for("the stack in status",
+                      lambda: (s := status(k8s, namespace, "svc")).get("stack") and s, 30)
     assert st["stack"]["targetPods"]
 
 
