@@ -14,7 +14,20 @@ key                       written by what
 ``summary.csv``           runner     ``analyze_export_genai_perf.csv`` of the points so far
 ``checkpoint.json``       runner     the sweep's checkpoint (a retried pod resumes from it)
 ``point.<name>.json``     runner     one finished point's ``profile_export_genai_perf.json``
+``stack.json``            operator   :class:`~llmbench.api.status.StackStatus` at the start
+``shard.<p>.ready.<i>``   shard i    ``spec.runner.replicas`` > 1: shard i prepared point p
+                                     (JSON: its process ``boot`` id, the ``after`` attempt it
+                                     finished last, realtime ``t``, ``node``)
+``shard.<p>.start``       shard 0    the attempt of point p every shard begins: ``attempt``,
+                                     realtime start instant ``at`` (a little ahead), the
+                                     ``boots`` taking part, when each ready was ``seen``
+``shard.<p>.rec.<a>.<i>`` shard i    shard i's records of attempt a of point p (``data``:
+                                     packed records, see :mod:`llmbench.runner.load.shards`)
 ========================  =========  ==========================================================
+
+The ``shard.`` keys live only while their point runs: shard 0 removes them once the point's
+merged result is written (``<p>`` is the point name with every character outside
+``[-_a-zA-Z0-9]`` made ``_``, so one point's prefix never covers another's).
 
 The runner's service account may ``get``/``update``/``patch`` this one ConfigMap and nothing
 else, so its pod learns the spec from the same object it writes to.
@@ -26,7 +39,7 @@ import re
 
 from pydantic import Field
 
-from .status import StatusModel
+from .status import PointStatus, StackStatus, StatusModel
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -34,15 +47,20 @@ __all__ = [
     "DIGEST_KEY",
     "ENV_API_KEY",
     "ENV_NODE_NAME",
+    "ENV_SHARD_INDEX",
     "POINT_PREFIX",
+    "SHARD_PREFIX",
     "SPEC_KEY",
+    "STACK_KEY",
     "SUMMARY_KEY",
     "TERMINATION_LIMIT",
+    "BaselineContext",
     "RunContext",
     "point_key",
     "point_name_of",
     "results_configmap_name",
     "run_name",
+    "shard_key",
 ]
 
 SPEC_KEY = "spec.json"
@@ -50,16 +68,21 @@ CONTEXT_KEY = "context.json"
 DIGEST_KEY = "digest.json"
 SUMMARY_KEY = "summary.csv"
 CHECKPOINT_KEY = "checkpoint.json"
+STACK_KEY = "stack.json"
 POINT_PREFIX = "point."
+SHARD_PREFIX = "shard."
 #: The environment variable that carries the API key (from ``secretKeyRef``) into the runner.
 ENV_API_KEY = "LLMBENCH_API_KEY"
 #: The environment variable that carries the runner pod's node (downward API ``spec.nodeName``)
 #: into the digest (``runnerNode``); optional.
 ENV_NODE_NAME = "LLMBENCH_NODE_NAME"
+#: The environment variable an Indexed Job sets in each pod: the runner shard's index (0 leads).
+ENV_SHARD_INDEX = "JOB_COMPLETION_INDEX"
 #: Bytes the kubelet keeps of a termination message.
 TERMINATION_LIMIT = 4096
 
 _KEY_CHARS = re.compile(r"[^-._a-zA-Z0-9]")
+_SHARD_CHARS = re.compile(r"[^-_a-zA-Z0-9]")
 
 
 def run_name(benchmark: str, run: int) -> str:
@@ -83,11 +106,30 @@ def point_key(point: str) -> str:
     return POINT_PREFIX + _KEY_CHARS.sub("_", point) + ".json"
 
 
+def shard_key(point: str, *parts: str | int) -> str:
+    """A shard-protocol key of a point: ``shard.<p>.<part>...`` (see the module's table)."""
+    return SHARD_PREFIX + ".".join([_SHARD_CHARS.sub("_", point), *map(str, parts)])
+
+
 def point_name_of(key: str) -> str | None:
     """The (sanitised) point name a key holds, None for another key."""
     if key.startswith(POINT_PREFIX) and key.endswith(".json"):
         return key[len(POINT_PREFIX) : -len(".json")]
     return None
+
+
+class BaselineContext(StatusModel):
+    """The figures a run is judged against, resolved by the operator (from the baseline run's
+    ConfigMap or from ``spec.baseline.values``); the runner compares and reports the verdict."""
+
+    label: str = Field(description="'run 3' or 'spec.baseline.values'.")
+    run: int | None = None
+    max_ott_under_slo: float | None = None
+    peak_ott: float | None = Field(
+        default=None, description="Given only by fixed values; else the points' highest OTT."
+    )
+    points: list[PointStatus] = Field(default_factory=list)
+    stack: StackStatus | None = Field(default=None, description="The baseline run's stack.")
 
 
 class RunContext(StatusModel):
@@ -107,3 +149,7 @@ class RunContext(StatusModel):
     )
     target_pods: list[str] = Field(default_factory=list, description="The inference pods.")
     target_namespace: str | None = None
+    baseline: BaselineContext | None = Field(
+        default=None, description="What to judge the run against (none: no verdict)."
+    )
+    no_baseline: str | None = Field(default=None, description="Why there is no baseline.")

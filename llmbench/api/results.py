@@ -64,6 +64,8 @@ __all__ = [
     "RunInfo",
     "ServerSeries",
     "ServerTelemetry",
+    "ShardLoad",
+    "Shards",
     "SloVerdict",
     "Spread",
     "Stability",
@@ -269,6 +271,63 @@ class LoopStall(ResultModel):
     worker: int
     overlapped_requests: int
     cpu_ms: float | None = None
+
+
+class ShardLoad(ResultModel):
+    """What one runner pod of a several-pod point sent and achieved, so an overloaded shard is
+    visible: fewer requests in flight than its slots, a lower rate than its share, or a
+    dispatch/loop lag the others do not have."""
+
+    shard: int
+    node: str | None = None
+    #: its share: slots (closed loop) or requests per second (open loop)
+    target: float
+    #: measured requests it sent, completed, failed
+    requests: int
+    completed: int
+    errors: int
+    #: its first send (warm-up included), ms after the earliest first send of all shards
+    first_send_ms: float | None = None
+    #: mean requests in flight over the merged window (closed loop: about its slots)
+    mean_in_flight: float | None = None
+    #: completed requests per second over the merged window
+    achieved_rps: float | None = None
+    dispatch_lag_p99_ms: float | None = None
+    loop_lag_p99_ms: float | None = None
+    #: its chunk arrivals were trimmed to fit the store (inter-chunk gaps lost)
+    chunks_trimmed: bool = False
+
+
+class Shards(ResultModel):
+    """A point driven by several runner pods (``spec.runner.replicas``) and merged exactly:
+    its statistics come from the union of the pods' records. Present only then."""
+
+    replicas: int
+    #: attempts run; more than one means the point was repeated (a shard died or its data
+    #: never came), each reason in ``repeated``
+    attempts: int = 1
+    repeated: list[str] = []
+    #: max - min of the shards' first sends (ms): how together they started
+    start_spread_ms: float | None = None
+    #: estimated realtime-clock offset of the shards on other nodes than the leader (max
+    #: absolute, ms) and the estimate's uncertainty (half the barrier round trip); 0 when all
+    #: shards share the leader's node (one monotonic clock)
+    clock_skew_ms: float | None = None
+    clock_skew_uncertainty_ms: float | None = None
+    #: the bound the spread and skew are held to (1 % of the window, see the digest's warning)
+    skew_bound_ms: float | None = None
+    #: ms from the last shard's ready (its own clock) to the start instant: the published
+    #: lead plus the barrier's polling cost
+    barrier_wait_ms: float | None = None
+    #: ms the leader waited after its own load for the other shards' records
+    merge_wait_ms: float | None = None
+    #: store API calls for this point, all shards (reads + writes)
+    api_calls: int | None = None
+    #: bytes of packed records that went through the store
+    record_bytes: int | None = None
+    chunks_trimmed: bool = False
+    shards: list[ShardLoad] = []
+    warnings: list[str] = []
 
 
 class ClientHealth(ResultModel):
@@ -562,6 +621,7 @@ OUR_FIELDS = (
     "input_config",
     "telemetry",
     "stability",
+    "shards",
 )
 
 
@@ -617,6 +677,8 @@ class PointResult(ResultModel):
     telemetry: TelemetrySummary | None = None
     #: ``--measurement-interval`` runs: the windows and whether they agreed.
     stability: Stability | None = None
+    #: several runner pods drove the point (``spec.runner.replicas`` > 1): how they did.
+    shards: Shards | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -856,6 +918,10 @@ class SweepPoint(ResultModel):
     #: ``ISL`` and ``p99 Output Sequence Length (tokens)`` columns (optional keys).
     isl_p99: float | None = None
     osl_p99: float | None = None
+    #: several runner pods drove the point (``spec.runner.replicas``): how many, and each
+    #: pod's achieved load against its share (last repetition), e.g. ``"1.98/2"``
+    replicas: int | None = None
+    shard_load: list[str] | None = None
 
 
 class KneeSummary(ResultModel):

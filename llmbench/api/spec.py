@@ -71,7 +71,7 @@ import re
 import zoneinfo
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import cronsim
 from pydantic import (
@@ -1045,6 +1045,143 @@ Quantity = Annotated[
 ]
 
 
+_DROP_PATTERN = r"^-?[0-9]+(\.[0-9]+)?%$"
+_RISE_PATTERN = r"^\+?[0-9]+(\.[0-9]+)?%$"
+
+
+def _tolerance_rules(pattern: str, name: str, message: str) -> FieldRules:
+    return FieldRules(
+        (
+            Rule(
+                name=name,
+                message=message,
+                cel=f"self.matches({cel_string(pattern)})",
+                check=lambda v: re2_matches(pattern, v),
+            ),
+        )
+    )
+
+
+#: How far a metric where more is better (throughput) may drop before it is a regression.
+DropTolerance = Annotated[
+    str,
+    Strict(),
+    Field(max_length=16),
+    _tolerance_rules(
+        _DROP_PATTERN,
+        "spec.baseline-tolerance-drop",
+        "a throughput tolerance says how far it may drop: write -N%, e.g. -5%",
+    ),
+]
+#: How far a metric where less is better (latency, energy, errors) may rise.
+RiseTolerance = Annotated[
+    str,
+    Strict(),
+    Field(max_length=16),
+    _tolerance_rules(
+        _RISE_PATTERN,
+        "spec.baseline-tolerance-rise",
+        "a latency, energy or error tolerance says how far it may rise: write +N%, e.g. +10%",
+    ),
+]
+
+
+class Tolerances(ApiModel):
+    """How far each figure may move the bad way from the baseline before the run counts as a
+    regression; the keys are ``llmbench compare --tolerance``'s. Point keys (``ott``,
+    ``ttftP99``, ...) apply at every swept value both runs measured. Setting any key replaces
+    the defaults (maxOttUnderSlo -5%, peakOtt -5%, ttftP99 +10%, itlP99 +10%)."""
+
+    max_ott_under_slo: DropTolerance | None = Field(
+        default=None, description="Max output token throughput under SLO, e.g. -5%."
+    )
+    peak_ott: DropTolerance | None = Field(
+        default=None, description="Highest output token throughput of the sweep, e.g. -5%."
+    )
+    ott: DropTolerance | None = Field(default=None, description="Output token throughput.")
+    rps: DropTolerance | None = Field(default=None, description="Request throughput.")
+    goodput: DropTolerance | None = Field(default=None, description="Goodput.")
+    ttft_p99: RiseTolerance | None = Field(default=None, description="p99 TTFT, e.g. +10%.")
+    ttft_p50: RiseTolerance | None = Field(default=None, description="p50 TTFT.")
+    ttft_avg: RiseTolerance | None = Field(default=None, description="Mean TTFT.")
+    itl_p99: RiseTolerance | None = Field(default=None, description="p99 inter-token latency.")
+    itl_avg: RiseTolerance | None = Field(default=None, description="Mean inter-token latency.")
+    e2e_p99: RiseTolerance | None = Field(default=None, description="p99 request latency.")
+    e2e_avg: RiseTolerance | None = Field(default=None, description="Mean request latency.")
+    error_rate: RiseTolerance | None = Field(default=None, description="Errors per request.")
+    j_per_token: RiseTolerance | None = Field(
+        default=None, description="GPU energy per output token (J), e.g. +10%."
+    )
+
+    DEFAULTS: ClassVar[dict[str, float]] = {
+        "max_ott_under_slo": 5.0, "peak_ott": 5.0, "ttft_p99": 10.0, "itl_p99": 10.0,
+    }
+
+    def percentages(self) -> dict[str, float]:
+        """``{"ttft_p99": 10.0, ...}``: the allowed bad-way change per metric, in percent, keyed
+        as ``llmbench compare`` keys its metrics (the defaults when none is set)."""
+        out = {
+            name: abs(float(value.rstrip("%")))
+            for name in type(self).model_fields
+            if (value := getattr(self, name)) is not None
+        }
+        return out or dict(self.DEFAULTS)
+
+
+class BaselinePoint(ApiModel):
+    """Fixed figures of one swept value (the sweep's concurrency, rate or length)."""
+
+    value: Float = Field(description="The swept value these figures belong to.")
+    ott: Float | None = Field(default=None, ge=0, description="Output token throughput (tok/s).")
+    rps: Float | None = Field(default=None, ge=0, description="Request throughput (req/s).")
+    ttft_p99_ms: Float | None = Field(default=None, ge=0, description="p99 TTFT (ms).")
+    itl_p99_ms: Float | None = Field(default=None, ge=0, description="p99 ITL (ms).")
+    e2e_p99_ms: Float | None = Field(default=None, ge=0, description="p99 request latency (ms).")
+    joules_per_output_token: Float | None = Field(
+        default=None, ge=0, description="GPU energy per output token (J)."
+    )
+
+
+class BaselineValues(ApiModel):
+    """Fixed numbers to hold every run to (e.g. the figures a capacity plan assumes)."""
+
+    max_ott_under_slo: Float | None = Field(
+        default=None, ge=0, description="Max output token throughput under SLO (tok/s)."
+    )
+    peak_ott: Float | None = Field(
+        default=None, ge=0, description="Highest output token throughput of the sweep (tok/s)."
+    )
+    points: list[BaselinePoint] | None = Field(
+        default=None, max_length=256, description="Per swept value figures."
+    )
+
+
+class Baseline(ApiModel):
+    """What each finished run is compared with for the ``Regressed`` condition: by default
+    the latest earlier run that succeeded, was valid, did not regress and measured the same
+    settings; ``run`` names one instead, ``values`` gives fixed numbers."""
+
+    RULES = (
+        Rule(
+            name="spec.baseline-one-source",
+            message="baseline takes run or values, not both: name a run to compare with, or "
+            "give fixed numbers",
+            cel="!(has(self.run) && has(self.values))",
+            check=lambda b: b.run is None or b.values is None,
+        ),
+    )
+
+    run: PositiveInt | None = Field(
+        default=None,
+        description="Compare with this run number (its results ConfigMap must still exist: "
+        "within historyLimit).",
+    )
+    values: BaselineValues | None = Field(default=None, description="Compare with fixed numbers.")
+    tolerances: Tolerances = Field(
+        default_factory=Tolerances, description="Allowed bad-way change per metric."
+    )
+
+
 class RunnerRequests(ApiModel):
     """CPU and memory the runner pod asks the scheduler for (no GPU, ever)."""
 
@@ -1075,6 +1212,11 @@ class Runner(ApiModel):
     backoff_limit: Int = Field(
         default=3, ge=0, le=20, description="Runner pod retries; a retry resumes the sweep."
     )
+    replicas: Int = Field(
+        default=1, ge=1, le=64,
+        description="Runner pods that drive each point together (an Indexed Job): the load "
+        "is split between them and their requests are merged into one result.",
+    )
 
 
 _EMBEDDINGS = f"{_cel_value('self.target.endpointType', 'chat')} == 'embeddings'"
@@ -1082,6 +1224,28 @@ _SWEEP_TYPE = _cel_value("self.sweep.type", "concurrency")
 _LOAD_MODE = _cel_value("self.load.mode", "concurrency")
 _FIXED = "has(self.load) && has(self.load.fixedSchedule) && self.load.fixedSchedule"
 _SESSIONS = "has(self.load) && has(self.load.sessions)"
+_REPLICAS = "((has(self.runner) && has(self.runner.replicas)) ? self.runner.replicas : 1)"
+
+
+def _replicas_share_ok(s: Spec) -> bool:
+    """Every runner pod gets a slot and a request (Python's form of ``spec.replicas-share``)."""
+    r = s.runner.replicas
+    ld = s.load
+    if r <= 1:
+        return True
+    if ld.request_count is not None and ld.request_count < r:
+        return False
+    if ld.max_concurrency is not None and ld.max_concurrency < r:
+        return False
+    if ld.mode == "request_rate":
+        return True
+    sw = s.sweep
+    if sw is not None and sw.type == "concurrency":
+        if sw.values is not None and any(v < r for v in sw.values):
+            return False
+        parts = _range_parts(sw)
+        return parts is None or parts[0] >= r
+    return ld.concurrency >= r
 
 
 class Spec(ApiModel):
@@ -1146,6 +1310,45 @@ class Spec(ApiModel):
             ),
             field_path=".load.sessions",
         ),
+        Rule(
+            name="spec.replicas-split",
+            message="runner.replicas > 1 splits a point's requests between the runner pods by "
+            "number; that cannot be done exactly for load.sessions (a session's turns need "
+            "one client), load.fixedSchedule, load.measurementIntervalMs (stable windows are "
+            "watched in one process) or load.measurementDurationSeconds (use "
+            "load.requestCount): remove them or set runner.replicas 1",
+            cel=f"{_REPLICAS} <= 1 || !has(self.load) || (!has(self.load.sessions) && "
+            "!(has(self.load.fixedSchedule) && self.load.fixedSchedule) && "
+            "!has(self.load.measurementIntervalMs) && "
+            "!has(self.load.measurementDurationSeconds))",
+            check=lambda s: s.runner.replicas <= 1 or (
+                s.load.sessions is None and not s.load.fixed_schedule
+                and s.load.measurement_interval_ms is None
+                and s.load.measurement_duration_seconds is None
+            ),
+            field_path=".runner.replicas",
+        ),
+        Rule(
+            name="spec.replicas-share",
+            message="runner.replicas > 1 gives each runner pod a share of the point: "
+            "load.concurrency (every swept concurrency), load.requestCount and "
+            "load.maxConcurrency must be at least runner.replicas, so no pod is left without "
+            "a slot or a request",
+            cel=f"{_REPLICAS} <= 1 || ("
+            f"(!has(self.load) || !has(self.load.requestCount) || "
+            f"self.load.requestCount >= {_REPLICAS}) && "
+            f"(!has(self.load) || !has(self.load.maxConcurrency) || "
+            f"self.load.maxConcurrency >= {_REPLICAS}) && "
+            f"({_LOAD_MODE} == 'request_rate' || ("
+            f"(has(self.sweep) && {_SWEEP_TYPE} == 'concurrency') ? "
+            f"((!has(self.sweep.values) || self.sweep.values.all(v, v >= double({_REPLICAS}))) "
+            f"&& (!has(self.sweep.range) || !self.sweep.range.matches({cel_string(RANGE_PATTERN)})"
+            f" || double(self.sweep.range.split(':')[0].trim()) >= double({_REPLICAS}))) : "
+            f"((has(self.load) && has(self.load.concurrency)) ? self.load.concurrency : 1) >= "
+            f"{_REPLICAS})))",
+            check=lambda s: _replicas_share_ok(s),
+            field_path=".runner.replicas",
+        ),
     )
 
     target: Target = Field(description="The endpoint measured.")
@@ -1188,6 +1391,11 @@ class Spec(ApiModel):
         default=30, ge=1, le=1000,
         description="Finished runs kept (status.history and their results ConfigMaps); older "
         "ones are deleted.",
+    )
+    baseline: Baseline = Field(
+        default_factory=Baseline,
+        description="What each run is compared with for the Regressed condition, and the "
+        "tolerances.",
     )
 
     # The manifest's namespace is not part of the spec; kept beside it for Service DNS names.

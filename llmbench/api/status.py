@@ -29,8 +29,11 @@ __all__ = [
     "NodeInfo",
     "Phase",
     "PointStatus",
+    "RegressionVerdict",
     "RunDigest",
+    "ShardLoadStatus",
     "StackStatus",
+    "VerdictRow",
     "dump",
 ]
 
@@ -68,6 +71,17 @@ class Condition(StatusModel):
     observed_generation: int | None = None
 
 
+class ShardLoadStatus(StatusModel):
+    """What one runner pod of a several-pod point achieved against its share."""
+
+    shard: int
+    target: float = Field(description="Its share: slots (closed loop) or requests/s.")
+    achieved: float | None = Field(
+        default=None, description="Mean requests in flight (closed loop) or completed/s."
+    )
+    requests: int = Field(default=0, description="Measured requests it sent.")
+
+
 class PointStatus(StatusModel):
     """One finished point of the sweep (repetitions averaged): what a user sizes from."""
 
@@ -86,8 +100,24 @@ class PointStatus(StatusModel):
     gpu_energy_j: float | None = Field(default=None, description="Energy in the window, summed.")
     gpu_utilization_pct: float | None = Field(default=None, description="Mean over GPUs.")
     gpus: int | None = Field(default=None, description="GPUs whose metrics were kept.")
+    joules_per_output_token: float | None = Field(
+        default=None, description="GPU energy per output token (J), over the kept GPUs."
+    )
     valid: bool | None = Field(default=None, description="No validity warning on this point.")
     warnings: list[str] = Field(default_factory=list, description="Validity warnings, short.")
+    replicas: int | None = Field(
+        default=None, description="Runner pods that drove the point (absent: one)."
+    )
+    repeated: int | None = Field(
+        default=None,
+        description="Times the point was run again because a runner pod's data was incomplete.",
+    )
+    start_spread_ms: float | None = Field(
+        default=None, description="Spread of the runner pods' first sends (ms)."
+    )
+    shard_load: list[ShardLoadStatus] = Field(
+        default_factory=list, description="Each runner pod's achieved load against its share."
+    )
 
 
 class KneeStatus(StatusModel):
@@ -111,6 +141,31 @@ class MaxUnderSloStatus(StatusModel):
     message: str = ""
 
 
+class VerdictRow(StatusModel):
+    """One figure that broke its tolerance (or went missing) against the baseline."""
+
+    scope: str = Field(description="'sweep' or the swept value's label, e.g. '16'.")
+    metric: str = Field(description="llmbench compare's metric key, e.g. ttft_p99.")
+    baseline: float | None = None
+    value: float | None = Field(default=None, description="This run's figure.")
+    change_pct: float | None = Field(default=None, description="(value - baseline) / baseline.")
+    tolerance_pct: float | None = Field(default=None, description="Allowed bad-way change.")
+    verdict: str = Field(description="'regression' or 'missing' (the run lacks the figure).")
+
+
+class RegressionVerdict(StatusModel):
+    """The run against its baseline, through ``llmbench compare``'s rows and verdicts."""
+
+    baseline: str = Field(description="What was compared with: 'run 3' or 'spec.baseline.values'.")
+    baseline_run: int | None = None
+    regressed: bool = False
+    compared: int = Field(default=0, description="Figures that had a tolerance and both values.")
+    rows: list[VerdictRow] = Field(
+        default_factory=list, description="The figures that regressed (at most 20)."
+    )
+    message: str = ""
+
+
 class RunDigest(StatusModel):
     """What the runner reports after each point: written to the results ConfigMap whole and,
     trimmed to fit 4 KiB, to the termination message when the ConfigMap cannot be written."""
@@ -128,6 +183,12 @@ class RunDigest(StatusModel):
     failed: str | None = Field(default=None, description="Why the run failed as a whole.")
     runner_node: str | None = None
     stopped_after_knee: bool | None = None
+    replicas: int | None = Field(
+        default=None, description="Runner pods driving each point (absent: one)."
+    )
+    regression: RegressionVerdict | None = Field(
+        default=None, description="Against the baseline the operator passed (none: no baseline)."
+    )
 
 
 class NodeInfo(StatusModel):
@@ -149,7 +210,13 @@ class StackStatus(StatusModel):
     target_image_id: str | None = Field(default=None, description="containerStatuses imageID.")
     target_args: list[str] = Field(default_factory=list)
     nodes: list[NodeInfo] = Field(default_factory=list)
-    runner_node: str | None = None
+    runner_node: str | None = Field(
+        default=None, description="The runner pod's node (several runners: shard 0's)."
+    )
+    runner_nodes: list[str] = Field(
+        default_factory=list,
+        description="spec.runner.replicas > 1: each runner shard's node, in index order.",
+    )
     runner_image: str | None = None
     telemetry_urls: list[str] = Field(default_factory=list)
 
@@ -166,6 +233,12 @@ class HistoryEntry(StatusModel):
     max_ott_under_slo: float | None = Field(default=None, description="Max OTT under SLO.")
     ttft_p99_ms: float | None = Field(default=None, description="p99 TTFT at that point.")
     valid: bool | None = Field(default=None, description="MeasurementValid of the run.")
+    regressed: bool | None = Field(
+        default=None, description="Regressed of the run (None: not judged, e.g. no baseline)."
+    )
+    spec_hash: str | None = Field(
+        default=None, description="The measured settings' digest: runs with equal ones compare."
+    )
     config_map: str | None = Field(default=None, description="The run's results ConfigMap.")
     message: str | None = None
 
@@ -200,6 +273,9 @@ class BenchmarkStatus(StatusModel):
         default=None,
         description="Digest of the measured settings of the current run (the spec without "
         "its scheduling fields): a spec change that leaves it equal starts no run.",
+    )
+    regression: RegressionVerdict | None = Field(
+        default=None, description="The last finished run against its baseline."
     )
     history: list[HistoryEntry] = Field(
         default_factory=list, description="The last runs (spec.historyLimit), oldest first."

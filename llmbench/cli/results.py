@@ -421,7 +421,8 @@ def _print_history(console: Console, namespace: str, name: str, status: Benchmar
     ott = METRIC_LABELS["output_token_throughput"]
     table = Table(title=f"{namespace}/{name}: last {len(status.history)} runs")
     for c in ("run", "finished", "phase", "points", "knee", f"max {ott.terse} under SLO "
-              f"({ott.unit})", METRIC_LABELS["time_to_first_token"].stat("p99"), "valid"):
+              f"({ott.unit})", METRIC_LABELS["time_to_first_token"].stat("p99"), "valid",
+              "regressed"):
         table.add_column(c, justify="right" if c not in ("finished", "phase") else "left")
     for h in status.history:
         phase = h.phase if h.phase == "Succeeded" else f"[red]{h.phase}[/red]"
@@ -429,6 +430,7 @@ def _print_history(console: Console, namespace: str, name: str, status: Benchmar
             str(h.run), h.finished_time or "N/A", phase,
             "N/A" if h.points is None else str(h.points), h.knee or "none",
             format_value(h.max_ott_under_slo), format_value(h.ttft_p99_ms), _yes_no(h.valid),
+            "N/A" if h.regressed is None else "[red]yes[/red]" if h.regressed else "no",
         )
     console.print(table)
 
@@ -444,19 +446,10 @@ def _sweep_type(obj: dict[str, Any]) -> str:
 
 
 def _figures(run: _Run, sweep_type: str) -> Any:
-    from llmbench.runner.sweep.compare import PointFigures, SweepFigures
-    from llmbench.runner.sweep.knee import value_label
+    from llmbench.runner.sweep.compare import figures_from_points
 
-    return SweepFigures(
-        max_ott_under_slo=run.best.ott if run.best is not None else None,
-        points={
-            p.value: PointFigures(
-                label=value_label(sweep_type, p.value), ott=p.ott, rps=p.rps,
-                goodput=p.goodput, ttft_p99=p.ttft_p99_ms, itl_p99=p.itl_p99_ms,
-                e2e_p99=p.e2e_p99_ms,
-            )
-            for p in run.points
-        },
+    return figures_from_points(
+        run.points, run.best.ott if run.best is not None else None, sweep_type
     )
 
 

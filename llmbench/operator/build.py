@@ -21,11 +21,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmbench.api import API_VERSION, KIND, Spec
-from llmbench.api.job import CONTEXT_KEY, ENV_API_KEY, SPEC_KEY, RunContext, run_name
+from llmbench.api.job import (
+    CONTEXT_KEY,
+    ENV_API_KEY,
+    ENV_SHARD_INDEX,
+    SPEC_KEY,
+    STACK_KEY,
+    RunContext,
+    run_name,
+)
+from llmbench.api.status import StackStatus, dump
 
 __all__ = [
     "ARTIFACT_DIR",
     "DEFAULT_RUNNER_IMAGE",
+    "INDEX_ANNOTATION",
+    "REPLICAS_ANNOTATION",
     "LABEL_BENCHMARK",
     "LABEL_MANAGED_BY",
     "LABEL_RUN",
@@ -42,6 +53,7 @@ __all__ = [
     "runner_job",
     "runner_role",
     "runner_role_binding",
+    "run_problem",
     "runner_service_account",
     "holder_identity",
     "target_lease",
@@ -59,6 +71,11 @@ ARTIFACT_DIR = "/results"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: Exit codes of ``llmbench job`` that retrying cannot fix (bad spec, failed run).
 _FINAL_EXIT_CODES = [1, 2]
+#: The pod annotation an Indexed Job's controller sets to the pod's completion index.
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+#: The runner pods' annotation with their Job's shard count (replicas > 1): the operator reads
+#: a run's shape from any one of its pods.
+REPLICAS_ANNOTATION = "llmbench.io/replicas"
 
 
 def owner_reference(benchmark: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,18 +111,41 @@ def _meta(benchmark: Mapping[str, Any], run: int) -> dict[str, Any]:
     }
 
 
+def run_problem(benchmark: str, run: int, spec: Spec) -> str | None:
+    """Why run ``run`` of ``benchmark`` cannot have its runner Job, None when it can: several
+    runner pods need an Indexed Job, and the API server rejects one whose last pod's hostname
+    (``<job>-<replicas - 1>``) would exceed a DNS label's 63 characters."""
+    name = run_name(benchmark, run)
+    replicas = spec.runner.replicas
+    longest = 63 - len(f"-{replicas - 1}")
+    if replicas > 1 and len(name) > longest:
+        return (
+            f"spec.runner.replicas {replicas} needs an Indexed Job, whose name ({name}, "
+            f"{len(name)} characters) may have at most {longest}: shorten the benchmark's name"
+        )
+    return None
+
+
 def results_configmap(
-    benchmark: Mapping[str, Any], run: int, spec: Spec, context: RunContext
+    benchmark: Mapping[str, Any],
+    run: int,
+    spec: Spec,
+    context: RunContext,
+    stack: StackStatus | None = None,
 ) -> dict[str, Any]:
-    """The run's results ConfigMap, seeded with the spec and the resolved context."""
+    """The run's results ConfigMap, seeded with the spec, the resolved context and the
+    target's stack (so a later run judged against this one can name what changed)."""
+    data = {
+        SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True),
+        CONTEXT_KEY: json.dumps(context.model_dump(by_alias=True, exclude_none=True)),
+    }
+    if stack is not None:
+        data[STACK_KEY] = json.dumps(dump(stack))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(benchmark, run),
-        "data": {
-            SPEC_KEY: json.dumps(spec.to_dict(), sort_keys=True),
-            CONTEXT_KEY: json.dumps(context.model_dump(by_alias=True, exclude_none=True)),
-        },
+        "data": data,
     }
 
 
@@ -203,6 +243,14 @@ def runner_job(
     gets the API key only through ``secretKeyRef``. Exit codes 1 and 2 (the run failed, the
     spec is unusable) fail the Job at once; anything else (a killed pod) is retried up to
     ``spec.runner.backoffLimit`` times and the retry resumes the sweep from the ConfigMap.
+
+    ``spec.runner.replicas`` N > 1 makes it an Indexed Job of N pods running at once (the
+    shards of one load, index in ``JOB_COMPLETION_INDEX``): each index is retried up to
+    ``backoffLimit`` times on its own (``backoffLimitPerIndex``; the retry rejoins the run),
+    one index out of retries fails the Job (``maxFailedIndexes: 0``: the others would wait
+    for it forever), and ``backoffLimit`` N x retries bounds the total where the cluster
+    predates per-index limits. The shards share the placement rules and prefer distinct nodes
+    among those the rules allow (a soft topology spread: never a reason to stay Pending).
     """
     meta = _meta(benchmark, run)
     name = meta["name"]
@@ -213,6 +261,16 @@ def runner_job(
         {"name": "MPLCONFIGDIR", "value": "/tmp/matplotlib"},
         {"name": "LLMBENCH_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
+    replicas = runner.replicas
+    if replicas > 1:  # the Job controller adds the same; explicit, it is part of the contract
+        env.append(
+            {
+                "name": ENV_SHARD_INDEX,
+                "valueFrom": {
+                    "fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}
+                },
+            }
+        )
     ref = spec.target.api_key_secret_ref
     if ref is not None:
         env.append(
@@ -273,8 +331,19 @@ def runner_job(
     tols = tolerations(where.taints)
     if tols:
         pod_spec["tolerations"] = tols
+    if replicas > 1:
+        pod_spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": _TOPOLOGY["SameNode"],
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {
+                    "matchLabels": {k: meta["labels"][k] for k in (LABEL_BENCHMARK, LABEL_RUN)}
+                },
+            }
+        ]
     job_spec: dict[str, Any] = {
-        "backoffLimit": runner.backoff_limit,
+        "backoffLimit": runner.backoff_limit * replicas,
         "podFailurePolicy": {
             "rules": [
                 {
@@ -290,6 +359,15 @@ def runner_job(
         },
         "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": pod_spec},
     }
+    if replicas > 1:
+        job_spec["template"]["metadata"]["annotations"] = {REPLICAS_ANNOTATION: str(replicas)}
+        job_spec.update(
+            completionMode="Indexed",
+            completions=replicas,
+            parallelism=replicas,
+            backoffLimitPerIndex=runner.backoff_limit,
+            maxFailedIndexes=0,
+        )
     if runner.timeout_seconds is not None:
         job_spec["activeDeadlineSeconds"] = runner.timeout_seconds
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
@@ -303,10 +381,11 @@ def run_objects(
     where: Placement,
     *,
     image: str = DEFAULT_RUNNER_IMAGE,
+    stack: StackStatus | None = None,
 ) -> list[dict[str, Any]]:
     """Everything a run owns, in creation order (the Job last: it needs all the others)."""
     return [
-        results_configmap(benchmark, run, spec, context),
+        results_configmap(benchmark, run, spec, context, stack),
         runner_service_account(benchmark, run),
         runner_role(benchmark, run),
         runner_role_binding(benchmark, run),

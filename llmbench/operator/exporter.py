@@ -15,8 +15,9 @@ Which run the result gauges describe: the current status when it is a finished r
 (``phase: Succeeded``) whose ``MeasurementValid`` condition is True, with every gauge; else
 (a run under way, a failed or invalid last run) the newest ``status.history`` entry that
 succeeded with a valid measurement, which carries max OTT under SLO only, so only that gauge
-(and ``llmbench_result_run``) is shown. Energy per output token is not exported: status has the
-GPU energy of a point's window but not the output tokens of that window.
+(and ``llmbench_result_run``) is shown. Energy per output token is the knee point's (GPU
+energy over its measurement window / output tokens, from dcgm-exporter; absent without GPU
+telemetry).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ HELP: dict[str, str] = {
     ),
     "llmbench_ttft_p99_at_knee_seconds": "p99 time to first token at the knee point.",
     "llmbench_itl_p99_at_knee_seconds": "p99 inter-token latency at the knee point.",
+    "llmbench_joules_per_output_token": (
+        "GPU energy per output token at the knee point (the target's GPUs, dcgm-exporter)."
+    ),
     "llmbench_cost_per_million_output_tokens": (
         "spec.cost.pricePerHour / (max OTT under SLO x 3600) x 1e6, in spec.cost.currency."
     ),
@@ -150,6 +154,7 @@ def gauges(body: Mapping[str, Any]) -> list[Sample]:
             for metric, key in (("ttft", "ttftP99Ms"), ("itl", "itlP99Ms")):
                 ms = _number(knee.get(key))
                 add(f"llmbench_{metric}_p99_at_knee_seconds", None if ms is None else ms / 1e3)
+            add("llmbench_joules_per_output_token", _number(knee.get("joulesPerOutputToken")))
         price = _number((spec.get("cost") or {}).get("pricePerHour"))
         same_spec = status.get("observedGeneration") == meta.get("generation")
         if price is not None and ott and same_spec:

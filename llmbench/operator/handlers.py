@@ -24,18 +24,28 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from llmbench.api import GROUP, PLURAL, VERSION, Spec, SpecError
-from llmbench.api.job import CONTEXT_KEY, DIGEST_KEY, SUMMARY_KEY, RunContext, run_name
-from llmbench.api.status import Condition, RunDigest, dump
+from llmbench.api import GROUP, PLURAL, VERSION, Spec, SpecError, SpecIssue
+from llmbench.api.job import (
+    CONTEXT_KEY,
+    DIGEST_KEY,
+    SUMMARY_KEY,
+    BaselineContext,
+    RunContext,
+    run_name,
+)
+from llmbench.api.status import Condition, RunDigest, StackStatus, dump
+from llmbench.operator import baseline as baselines
 from llmbench.operator.build import (
     DEFAULT_RUNNER_IMAGE,
     LABEL_BENCHMARK,
     LABEL_MANAGED_BY,
     LABEL_RUN,
     MANAGED_BY,
+    REPLICAS_ANNOTATION,
     Placement,
     holder_identity,
     run_objects,
+    run_problem,
     target_lease,
 )
 from llmbench.operator.kube import PRUNED_KINDS, Kube, NotFound
@@ -66,8 +76,10 @@ from llmbench.operator.status import (
     job_failure_message,
     job_outcome,
     now,
+    runner_nodes,
     runner_pod_conditions,
     set_condition,
+    shard_conditions,
     validity_condition,
     with_history,
 )
@@ -487,6 +499,9 @@ async def _ensure_run(body: dict[str, Any], run: int, generation: int) -> str:
     status = body.get("status") or {}
     try:
         spec = Spec.from_manifest(body, namespace=namespace)
+        problem = run_problem(name, run, spec)
+        if problem is not None:
+            raise SpecError([SpecIssue("metadata.name", problem)])
     except SpecError as exc:
         await _write(
             namespace, name,
@@ -529,6 +544,7 @@ async def _ensure_run(body: dict[str, Any], run: int, generation: int) -> str:
         )
         return "queued"
     urls, telemetry = await discover_exporters(spec, resolved)
+    judged_by, no_baseline = await resolve_baseline(body, spec, run)
     context = RunContext(
         benchmark=name,
         namespace=namespace,
@@ -540,11 +556,15 @@ async def _ensure_run(body: dict[str, Any], run: int, generation: int) -> str:
         server_metrics=spec.telemetry.server_metrics,
         target_pods=[p["metadata"]["name"] for p in resolved.pods],
         target_namespace=resolved.namespace,
+        baseline=judged_by,
+        no_baseline=no_baseline,
     )
+    stack = stack_snapshot(resolved.pods, resolved.nodes, urls)
     taints = [t for n in resolved.nodes for t in (n.get("spec") or {}).get("taints") or []]
     where = Placement(resolved.selector, resolved.namespace, taints)
     created = []
-    for obj in run_objects(body, run, spec, context, where, image=CONFIG.runner_image):
+    for obj in run_objects(body, run, spec, context, where, image=CONFIG.runner_image,
+                           stack=stack):
         if await kube().create(obj):
             created.append(obj["kind"])
     job = run_name(name, run)
@@ -552,7 +572,7 @@ async def _ensure_run(body: dict[str, Any], run: int, generation: int) -> str:
         "job": job,
         "resultsConfigMap": job,
         "queuedBehind": None,
-        "stack": dump(stack_snapshot(resolved.pods, resolved.nodes, urls)),
+        "stack": dump(stack),
         "message": f"run {run}: runner Job {job}",
     }
     if status.get("phase") in (None, "Pending", "Queued"):
@@ -563,6 +583,25 @@ async def _ensure_run(body: dict[str, Any], run: int, generation: int) -> str:
     if "Job" in created:
         _event(body, "JobCreated", f"runner Job {job} created for run {run}")
     return "created"
+
+
+async def resolve_baseline(
+    body: Mapping[str, Any], spec: Spec, run: int
+) -> tuple[BaselineContext | None, str | None]:
+    """The figures run ``run`` is judged against (``spec.baseline``), or why there are none."""
+    meta = body["metadata"]
+    status = body.get("status") or {}
+    choice = baselines.choose(
+        spec.baseline, status.get("history") or [], measured_hash(body.get("spec") or {}), run
+    )
+    if choice.run is None:
+        return choice.context, choice.reason
+    try:
+        cm = await kube().get_configmap(meta["namespace"], run_name(meta["name"], choice.run))
+    except NotFound:
+        return None, f"run {choice.run}'s results ConfigMap is gone"
+    found = baselines.from_configmap(choice.run, cm.get("data") or {})
+    return (None, found) if isinstance(found, str) else (found, None)
 
 
 async def _replace_run(body: Mapping[str, Any], run: int, tick: datetime) -> None:
@@ -581,13 +620,9 @@ async def _replace_run(body: Mapping[str, Any], run: int, tick: datetime) -> Non
     history, _ = with_history(status.get("history") or [], entry, limit)
     await _write(namespace, name, {"history": history}, body=body)
     _event(body, "RunReplaced", f"run {run} {why}", warning=True)
-    try:
-        context = RunContext.model_validate_json(
-            (await kube().get_configmap(namespace, run_name(name, run)))["data"][CONTEXT_KEY]
-        )
+    context = await _run_context(namespace, name, run)
+    if context is not None:
         await release_lease(body, context.url)
-    except (NotFound, KeyError, ValidationError):
-        pass
 
 
 def _scheduled(spec: kopf.Spec, **_: Any) -> bool:
@@ -782,11 +817,25 @@ async def finish_run(
                 condition("Running", False, "Completed", f"run {run} finished", gen),
             ]
         verdict = next((c.status for c in conds if c.type == "MeasurementValid"), None)
+        context = await _run_context(namespace, name, run)
+        regressed = baselines.regressed_condition(
+            run=run, failed=failed, valid=verdict, digest=digest,
+            baseline=context.baseline if context is not None else None,
+            no_baseline=context.no_baseline if context is not None else None,
+            stack=_stack(status), generation=gen,
+        )
+        conds.append(regressed)
+        judged = regressed.status != "Unknown"
+        fields["regression"] = (
+            dump(digest.regression) if judged and digest and digest.regression else None
+        )
         entry = history_entry(
             run, "Failed" if failed else "Succeeded", digest,
             started=status.get("startedTime"), finished=fields["lastRunTime"],
             valid=None if verdict in (None, "Unknown") else verdict == "True",
             config_map=run_name(name, run), message=str(fields["message"]),
+            regressed=regressed.status == "True" if judged else None,
+            spec_hash=status.get("specHash"),
         )
         limit = int((body.get("spec") or {}).get("historyLimit") or 30)
         fields["history"], dropped = with_history(status.get("history") or [], entry, limit)
@@ -794,25 +843,47 @@ async def finish_run(
     for old_run in dropped:  # spec.historyLimit: the oldest runs' objects go
         for kind in PRUNED_KINDS:
             await k.delete(kind, namespace, run_name(name, old_run))
-    try:
-        context = RunContext.model_validate_json(
-            (await k.get_configmap(namespace, run_name(name, run)))["data"][CONTEXT_KEY]
-        )
+    if context is not None:
         await release_lease(body, context.url)
-    except (NotFound, KeyError, ValidationError):
-        pass
     _event(body, "RunFailed" if failed else "RunSucceeded", str(fields["message"]), failed)
+    if regressed.status == "True":
+        _event(body, "Regressed", regressed.message, warning=True)
     if int(body["metadata"].get("generation") or 1) != gen:
         await reconcile(namespace, name)
 
 
+async def _run_context(namespace: str, name: str, run: int) -> RunContext | None:
+    """``context.json`` of run ``run`` (None when its ConfigMap or the key is gone)."""
+    try:
+        cm = await kube().get_configmap(namespace, run_name(name, run))
+        return RunContext.model_validate_json(cm["data"][CONTEXT_KEY])
+    except (NotFound, KeyError, ValidationError):
+        return None
+
+
+def _stack(status: Mapping[str, Any]) -> StackStatus | None:
+    try:
+        return StackStatus.model_validate(status["stack"]) if status.get("stack") else None
+    except ValidationError:
+        return None
+
+
 @kopf.on.event("", "v1", "pods", labels=_CHILDREN)
 async def on_runner_pod(body: kopf.Body, type: str, **_: Any) -> None:  # noqa: A002
-    """``RunnerScheduled`` (with the scheduler's reason) and ``Running`` from the runner pod."""
+    """``RunnerScheduled`` (with the scheduler's reason) and ``Running`` from the runner pod.
+
+    With several runner pods (``spec.runner.replicas``) every event recomputes both from all
+    the run's pods (one list call), so the conditions and ``stack.runnerNodes`` describe every
+    shard instead of the pod that happened to change last."""
     owner = _owner(body)
     if type == "DELETED" or owner is None:
         return
     namespace, name, run = owner
+    annotations = (body.get("metadata") or {}).get("annotations") or {}
+    try:
+        replicas = int(annotations.get(REPLICAS_ANNOTATION) or 1)
+    except ValueError:
+        replicas = 1
     async with _lock(namespace, name):
         try:
             bench = await kube().get_benchmark(namespace, name)
@@ -821,15 +892,26 @@ async def on_runner_pod(body: kopf.Body, type: str, **_: Any) -> None:  # noqa: 
         status = bench.get("status") or {}
         if status.get("run") != run or status.get("phase") != "Running":
             return
-        conds = runner_pod_conditions(body, status.get("observedGeneration"))
-        have = {c.get("type"): (c.get("status"), c.get("message")) for c in
-                status.get("conditions") or []}
-        changed = [c for c in conds if have.get(c.type) != (c.status, c.message)]
+        gen = status.get("observedGeneration")
         stack = dict(status.get("stack") or {})
-        node = (body.get("spec") or {}).get("nodeName")
         containers = (body.get("spec") or {}).get("containers") or []
         image = containers[0].get("image") if containers else None
         fields: dict[str, Any] = {}
+        if replicas > 1:
+            selector = f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}"
+            pods = await kube().list_pods(namespace, selector)
+            conds = shard_conditions(pods, replicas, gen)
+            nodes = runner_nodes(pods)
+            node = nodes[0] if nodes and nodes[0] else None
+            if nodes != stack.get("runnerNodes"):
+                stack["runnerNodes"] = nodes
+                fields["stack"] = stack
+        else:
+            conds = runner_pod_conditions(body, gen)
+            node = (body.get("spec") or {}).get("nodeName")
+        have = {c.get("type"): (c.get("status"), c.get("message")) for c in
+                status.get("conditions") or []}
+        changed = [c for c in conds if have.get(c.type) != (c.status, c.message)]
         if node and (stack.get("runnerNode"), stack.get("runnerImage")) != (node, image):
             stack.update(runnerNode=node, runnerImage=image)
             fields["stack"] = stack

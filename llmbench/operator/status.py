@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from llmbench.api.status import Condition, HistoryEntry, RunDigest, dump
+from llmbench.operator.build import INDEX_ANNOTATION
 
 __all__ = [
     "MAX_STATUS_BYTES",
@@ -24,7 +25,10 @@ __all__ = [
     "with_history",
     "job_outcome",
     "now",
+    "current_runner_pods",
+    "runner_nodes",
     "runner_pod_conditions",
+    "shard_conditions",
     "set_condition",
 ]
 
@@ -121,11 +125,95 @@ def runner_pod_conditions(pod: Mapping[str, Any], generation: int | None) -> lis
     return out
 
 
+def _index(pod: Mapping[str, Any]) -> int:
+    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(INDEX_ANNOTATION)
+    try:
+        return int(raw) if raw is not None else 0
+    except ValueError:
+        return 0
+
+
+def current_runner_pods(pods: Sequence[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """The pod that stands for each shard now: per completion index (0 for a non-indexed Job),
+    the newest (a retried shard's replacement, not the pod it replaced)."""
+    out: dict[int, Mapping[str, Any]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        i = _index(pod)
+        old = out.get(i)
+        key = (meta.get("creationTimestamp") or "", meta.get("name") or "")
+        if old is None or key > (
+            (old.get("metadata") or {}).get("creationTimestamp") or "",
+            (old.get("metadata") or {}).get("name") or "",
+        ):
+            out[i] = pod
+    return dict(sorted(out.items()))
+
+
+def _scheduled(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled":
+            return dict(c)
+    return None
+
+
+def runner_nodes(pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each shard's node in index order ("" for a shard not scheduled yet)."""
+    return [
+        str((p.get("spec") or {}).get("nodeName") or "")
+        for p in current_runner_pods(pods).values()
+    ]
+
+
+def shard_conditions(
+    pods: Sequence[Mapping[str, Any]], replicas: int, generation: int | None
+) -> list[Condition]:
+    """``RunnerScheduled`` and ``Running`` over every shard of a run (``replicas`` > 1), from
+    all its pods at once so that one pod's event never overwrites what the others say:
+    scheduled only when all ``replicas`` are (``3/3 runner pods scheduled on a, b``), else the
+    scheduler's reason for the first one it cannot place; running once a shard runs, with the
+    counts."""
+    current = list(current_runner_pods(pods).values())
+    placed = [p for p in current if (_scheduled(p) or {}).get("status") == "True"]
+    out: list[Condition] = []
+    nodes = sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in placed} - {""})
+    if len(placed) >= replicas:
+        out.append(condition(
+            "RunnerScheduled", True, "Scheduled",
+            f"{len(placed)}/{replicas} runner pods scheduled on {', '.join(nodes)}", generation,
+        ))
+    else:
+        stuck = next(
+            (p for p in current if (_scheduled(p) or {}).get("status") == "False"), None
+        )
+        msg = f"{len(placed)}/{replicas} runner pods scheduled"
+        if nodes:
+            msg += f" (on {', '.join(nodes)})"
+        if stuck is not None:
+            c = _scheduled(stuck) or {}
+            pod_name = (stuck.get("metadata") or {}).get("name", "")
+            out.append(condition(
+                "RunnerScheduled", False, c.get("reason") or "Unschedulable",
+                f"{msg}; {pod_name}: {c.get('message') or 'not scheduled'}", generation,
+            ))
+        else:
+            out.append(condition("RunnerScheduled", False, "Pending", msg, generation))
+    phases = [(p.get("status") or {}).get("phase") for p in current]
+    running, done = phases.count("Running"), phases.count("Succeeded")
+    if running or done:
+        msg = f"the sweep is running: {running}/{replicas} runner pods running"
+        if done:
+            msg += f", {done} finished"
+        out.append(condition("Running", True, "RunnerRunning", msg, generation))
+    return out
+
+
 def _rounded(value: Any) -> Any:
-    """Floats to 2 decimals: status is read by people (``kubectl get``); the summary CSV and
-    the ConfigMap keep the runner's full figures."""
+    """Floats to 2 decimals, or 3 significant digits below 1 (J per token, a slow rate):
+    status is read by people (``kubectl get``); the summary CSV and the ConfigMap keep the
+    runner's full figures."""
     if isinstance(value, float):
-        return round(value, 2)
+        return round(value, 2) if abs(value) >= 1 else float(f"{value:.3g}")
     if isinstance(value, dict):
         return {k: _rounded(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -209,6 +297,8 @@ def history_entry(
     valid: bool | None,
     config_map: str,
     message: str,
+    regressed: bool | None = None,
+    spec_hash: str | None = None,
 ) -> HistoryEntry:
     """One finished run as ``status.history`` lists it (figures rounded as status is)."""
     knee = digest.knee if digest is not None else None
@@ -223,6 +313,8 @@ def history_entry(
         max_ott_under_slo=_rounded(best.ott) if best is not None else None,
         ttft_p99_ms=_rounded(best.ttft_p99_ms) if best is not None else None,
         valid=valid,
+        regressed=regressed,
+        spec_hash=spec_hash,
         config_map=config_map,
         message=message[:256],
     )

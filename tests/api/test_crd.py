@@ -247,7 +247,8 @@ def test_printer_columns_point_at_declared_status_fields() -> None:
     assert version["additionalPrinterColumns"] == [dict(c) for c in PRINTER_COLUMNS]
     names = [c["name"] for c in PRINTER_COLUMNS if not c.get("priority")]
     assert names == [
-        "Phase", "Progress", "Knee", "Max OTT", "p99 TTFT", "Valid", "Last Run", "Age",
+        "Phase", "Progress", "Knee", "Max OTT", "p99 TTFT", "Valid", "Regressed", "Last Run",
+        "Age",
     ]
     root = version["schema"]["openAPIV3Schema"]
     for column in PRINTER_COLUMNS:

@@ -175,6 +175,22 @@ INVALID = [
         "telemetry.serverMetrics-source", {"target": URL, "telemetry": {"serverMetrics": "on"}}
     ),
     rule_case("spec.schedule-syntax", {"target": URL, "schedule": "a b c d e"}),
+    rule_case("spec.baseline-one-source",
+              {"target": URL, "baseline": {"run": 2, "values": {"peakOtt": 100}}}),
+    rule_case("spec.baseline-tolerance-drop",
+              {"target": URL, "baseline": {"tolerances": {"maxOttUnderSlo": "+5%"}}}),
+    rule_case("spec.baseline-tolerance-rise",
+              {"target": URL, "baseline": {"tolerances": {"ttftP99": "-10%"}}}),
+    rule_case(
+        "spec.replicas-split",
+        {"target": URL, "runner": {"replicas": 2},
+         "load": {"concurrency": 4, "measurementDurationSeconds": 5}},
+    ),
+    rule_case(
+        "spec.replicas-share",
+        {"target": URL, "runner": {"replicas": 4},
+         "sweep": {"type": "concurrency", "range": "2:16"}},
+    ),
     rule_case("spec.schedule-ranges-ascending", {"target": URL, "schedule": "0 5-1 * * *"}),
     rule_case(
         "spec.concurrency-sweep-needs-closed-loop",

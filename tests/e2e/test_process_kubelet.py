@@ -245,3 +245,63 @@ def test_deletion_sends_sigterm_first(k8s, namespace):
         pods_dir = k8s.cluster.workdir / "pods"
         marks = list(pods_dir.glob(f"{namespace}_polite_*/volumes/scratch/got-sigterm"))
         assert marks, "the process exited without running its SIGTERM handler"
+
+
+def test_indexed_job_pods_get_their_completion_index(k8s, namespace):
+    """What a sharded runner relies on: the Job controller's ``JOB_COMPLETION_INDEX`` and an
+    explicit downward-API ``metadata.annotations[...]`` fieldRef both reach each pod."""
+    script = (
+        "import os; print(os.environ['JOB_COMPLETION_INDEX'], os.environ['SHARD'],"
+        " os.environ['MISSING'] == '')"
+    )
+    annotation = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    k8s.apply(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "shards", "namespace": namespace},
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": 3,
+                "parallelism": 3,
+                "backoffLimitPerIndex": 1,
+                "maxFailedIndexes": 0,
+                "template": {
+                    "metadata": {"labels": {"app": "shards"}},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "automountServiceAccountToken": False,
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": PY_IMAGE,
+                                "command": ["python", "-c", script],
+                                "terminationMessagePolicy": "FallbackToLogsOnError",
+                                "env": [
+                                    {"name": "SHARD",
+                                     "valueFrom": {"fieldRef": {"fieldPath": annotation}}},
+                                    {"name": "MISSING", "valueFrom": {"fieldRef": {
+                                        "fieldPath": "metadata.annotations['no-such']"}}},
+                                ],
+                            }
+                        ],
+                    },
+                },
+            },
+        }
+    )
+
+    def complete():
+        job = k8s.get("job", "shards", namespace)
+        conds = (job or {}).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Complete" and c["status"] == "True" for c in conds)
+
+    k8s.wait_for("Indexed Job shards to complete", complete, 60,
+                 diag=lambda: k8s.describe(namespace))
+    seen = set()
+    for p in k8s.pods(namespace, "app=shards"):
+        index = p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        out = k8s.kubectl("logs", p["metadata"]["name"], "-n", namespace).stdout.split()
+        assert out == [index, index, "True"], (p["metadata"]["name"], out)
+        seen.add(index)
+    assert seen == {"0", "1", "2"}

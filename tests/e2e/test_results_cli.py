@@ -95,6 +95,7 @@ def _status() -> BenchmarkStatus:
             run=run, phase="Succeeded", started_time=f"2026-1{run}-01T02:00:00Z",
             finished_time=f"2026-1{run}-01T02:10:00Z", points=3, knee="4",
             max_ott_under_slo=best.ott, ttft_p99_ms=best.ttft_p99_ms, valid=True,
+            regressed=run == 2,
             config_map=results_configmap_name(NAME, run), message=f"run {run} finished",
         )
 
@@ -108,7 +109,7 @@ def _status() -> BenchmarkStatus:
             cond("Succeeded", "True", "RunSucceeded", "run 2 finished"),
             cond("Running", "False", "Completed", "run 2 finished"),
             cond("MeasurementValid", "True", "Valid", "no validity warning"),
-            cond("Regressed", "True", "MetricRegressed", REGRESSED),
+            cond("Regressed", "True", "Regressed", REGRESSED),
         ],
     )
 
@@ -159,7 +160,7 @@ def test_latest_run_table(bench: dict[str, Any], capsys: pytest.CaptureFixture[s
                  "850.00", "9.50", "1100.25", "410.50", "7.00"):
         assert cell in out, (cell, out)
     assert "validity: True Valid: no validity warning" in out
-    assert f"regressed: True MetricRegressed: {REGRESSED}" in out
+    assert f"regressed: True Regressed: {REGRESSED}" in out
     assert "Running=False Completed: run 2 finished" in out
     assert "Succeeded=False" not in out
     assert "SLO met" in out and "no" in out  # point 4 missed the SLO
@@ -189,6 +190,9 @@ def test_history(bench: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> N
     assert "last 2 runs" in out
     assert "2026-11-01T02:10:00Z" in out and "2026-12-01T02:10:00Z" in out
     assert "760.50" in out and "120.50" in out and "700.12" in out and "150.33" in out
+    rows = [line for line in out.splitlines() if "2026-1" in line]
+    assert "regressed" in out and rows[0].rstrip(" │|").endswith("no")
+    assert rows[1].rstrip(" │|").endswith("yes")
 
     code, out, err = results(capsys, *bench["words"], "--history", "--json")
     assert code == 0, err

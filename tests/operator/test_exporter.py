@@ -40,6 +40,7 @@ def _point(value: float, ttft: float, itl: float, ott: float, slo_met: bool) -> 
         "ttftP99Ms": ttft, "itlP99Ms": itl, "e2eP99Ms": ttft + 200 * itl, "ott": ott,
         "rps": ott / 200, "goodput": ott / 200 if slo_met else 0.0, "sloMet": slo_met,
         "gpuPowerW": 1400.5, "gpuEnergyJ": 84030.0, "gpuUtilizationPct": 91.2, "gpus": 2,
+        "joulesPerOutputToken": round(1400.5 / ott, 3),
         "valid": True, "warnings": [],
     }
 
@@ -111,6 +112,8 @@ def test_a_finished_valid_run_gives_every_gauge_in_base_units() -> None:
     assert v.pop("llmbench_max_ott_under_slo_tokens_per_second") == 831.14
     assert v.pop("llmbench_ttft_p99_at_knee_seconds") == pytest.approx(0.08831)
     assert v.pop("llmbench_itl_p99_at_knee_seconds") == pytest.approx(0.01147)
+    knee = next(p for p in benchmark()["status"]["points"] if p["value"] == 8)
+    assert v.pop("llmbench_joules_per_output_token") == round(1400.5 / knee["ott"], 3)
     assert v.pop("llmbench_cost_per_million_output_tokens") == pytest.approx(
         cost_per_million(831.14, 4.5)  # the runner's formula, the same figure
     )
@@ -135,8 +138,11 @@ def test_labels_are_namespace_benchmark_model_only() -> None:
     assert {s.labels["model"] for s in gauges(body)} == {""}
 
 
-def test_no_energy_per_token_gauge_without_the_tokens_of_the_energy_window() -> None:
-    assert not any("joule" in s.name or "energy" in s.name for s in gauges(benchmark()))
+def test_no_energy_per_token_gauge_without_gpu_telemetry() -> None:
+    body = benchmark()
+    for p in body["status"]["points"]:
+        del p["joulesPerOutputToken"]
+    assert not any("joule" in s.name or "energy" in s.name for s in gauges(body))
 
 
 def test_a_regression_is_1_and_an_unknown_verdict_is_absent() -> None:

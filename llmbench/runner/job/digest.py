@@ -19,12 +19,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
-from llmbench.api.job import TERMINATION_LIMIT
+from llmbench.api.job import TERMINATION_LIMIT, BaselineContext
 from llmbench.api.results import PointResult, SweepAnalysis
-from llmbench.api.status import KneeStatus, MaxUnderSloStatus, PointStatus, RunDigest, dump
+from llmbench.api.spec import Tolerances
+from llmbench.api.status import (
+    KneeStatus,
+    MaxUnderSloStatus,
+    PointStatus,
+    RunDigest,
+    ShardLoadStatus,
+    dump,
+)
 from llmbench.runner.sweep import knee as knee_rules
 from llmbench.runner.sweep.analysis import analysis
+from llmbench.runner.sweep.compare import regression_verdict
 from llmbench.runner.sweep.run import DONE, PointRun, SweepResult
 
 __all__ = [
@@ -96,6 +106,8 @@ def point_warnings(summary: PointResult) -> list[str]:
                 out.append(_clip(f"{sig.signal}: {sig.message}"))
     if summary.client is not None:
         out += [_clip(f"client_lag: {w}") for w in summary.client.warnings]
+    if summary.shards is not None:
+        out += [_clip(f"shard_skew: {w}") for w in summary.shards.warnings]
     measured = summary.window.measured_requests
     if measured and summary.errors.total / measured > ERROR_RATE_LIMIT:
         rate = summary.errors.total / measured
@@ -166,9 +178,35 @@ def point_statuses(result: SweepResult, data: SweepAnalysis) -> list[PointStatus
                 gpu_energy_j=energy,
                 gpu_utilization_pct=util,
                 gpus=gpus,
+                joules_per_output_token=sp.joules_per_output_token,
+                **_shard_fields(runs),
             )
         )
     return out
+
+
+def _shard_fields(runs: Sequence[PointRun]) -> dict[str, Any]:
+    """A several-pod point's replica count, repeats, start spread and per-pod load (the last
+    repetition's); nothing for a single runner's point, whose status stays as it was."""
+    shards = [r.summary.shards for r in runs if r.summary is not None and r.summary.shards]
+    if not shards:
+        return {}
+    last = shards[-1]
+    closed = all(s.mean_in_flight is not None for s in last.shards) and not any(
+        s.dispatch_lag_p99_ms is not None for s in last.shards
+    )
+    return {
+        "replicas": last.replicas,
+        "repeated": sum(s.attempts - 1 for s in shards) or None,
+        "start_spread_ms": last.start_spread_ms,
+        "shard_load": [
+            ShardLoadStatus(
+                shard=s.shard, target=s.target, requests=s.requests,
+                achieved=s.mean_in_flight if closed else s.achieved_rps,
+            )
+            for s in last.shards
+        ],
+    }
 
 
 def knee_status(data: SweepAnalysis) -> KneeStatus:
@@ -228,11 +266,16 @@ def build_digest(
     finished: bool = False,
     failed: str | None = None,
     runner_node: str | None = None,
+    baseline: BaselineContext | None = None,
+    tolerances: dict[str, float] | None = None,
 ) -> RunDigest:
     """The digest of a sweep so far (``data``: its analysis, computed when not given).
 
     ``finished`` says the sweep ended (every point, the knee stop, or a stop on failure);
     ``failed`` is the whole run's failure (default :func:`failed_reason` once finished).
+    With a ``baseline`` the digest carries the regression verdict against it (``tolerances``
+    in percent by ``llmbench compare``'s metric keys; ``spec.baseline``'s defaults when not
+    given).
     """
     data = data if data is not None else analysis(result)
     points = point_statuses(result, data)
@@ -258,6 +301,15 @@ def build_digest(
         failed=_clip(failed) if failed else None,
         runner_node=runner_node,
         stopped_after_knee=result.stopped_after_knee or None,
+        replicas=result.spec.runner.replicas if result.spec.runner.replicas > 1 else None,
+        regression=(
+            regression_verdict(
+                baseline, data,
+                Tolerances().percentages() if tolerances is None else tolerances,
+            )
+            if baseline is not None
+            else None
+        ),
     )
     # set after construction: the field's alias (maxUnderSLO) is the constructor's keyword
     digest.max_under_slo = max_under_slo_status(data)
@@ -285,6 +337,8 @@ def termination_message(digest: RunDigest, limit: int = TERMINATION_LIMIT) -> st
     for p in d.points:
         p.warnings = []
     d.invalid_reasons = d.invalid_reasons[:3]
+    if d.regression is not None:
+        d.regression.rows = d.regression.rows[:1]
     for keep in (6, 4, 2):
         if _size(d) <= limit:
             return _encode(d)

@@ -41,8 +41,10 @@ from llmbench.api.job import (
     CONTEXT_KEY,
     DIGEST_KEY,
     ENV_NODE_NAME,
+    ENV_SHARD_INDEX,
     SPEC_KEY,
     SUMMARY_KEY,
+    BaselineContext,
     RunContext,
     point_key,
     point_name_of,
@@ -51,6 +53,7 @@ from llmbench.api.results import GpuSeries, PointResult, ServerSeries, SweepAnal
 from llmbench.api.status import RunDigest, dump
 from llmbench.runner.client.eventloop import run as run_loop
 from llmbench.runner.job.digest import build_digest, termination_message
+from llmbench.runner.job.shards import Coordinator, env_shard_index
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
 from llmbench.runner.point.config import point_config
@@ -157,6 +160,18 @@ class _Job:
         #: point names whose result the store holds
         self.stored: set[str] = set()
         self.total = 1
+        #: what the operator asked this run to be judged against, and how strictly
+        self.baseline: BaselineContext | None = None
+        self.tolerances: dict[str, float] | None = None
+        #: this pod's shard index (``$JOB_COMPLETION_INDEX``) and, with spec.runner.replicas
+        #: > 1, its side of the several-pod protocol; only shard 0 writes results
+        self.shard = 0
+        self.coord: Coordinator | None = None
+
+    @property
+    def follower(self) -> bool:
+        """A shard other than 0: it measures, but the store's results are shard 0's."""
+        return self.coord is not None and not self.coord.leader
 
     # -- start: what to run and what is already done ----------------------------------------
 
@@ -174,12 +189,14 @@ class _Job:
         except ValidationError as exc:
             raise JobError(f"{CONTEXT_KEY} in {self.store} is not a RunContext: {exc}") from None
         self.run = ctx.run
+        self.baseline = ctx.baseline
         try:
             spec = Spec.from_manifest(json.loads(data[SPEC_KEY]), namespace=ctx.namespace)
         except ValueError as exc:  # SpecError and json's errors are ValueErrors
             where = f"{SPEC_KEY} in {self.store}"
             raise JobError(f"{where}: {exc}" if isinstance(exc, SpecError) else
                            f"{where} is not JSON: {exc}") from None
+        self.tolerances = spec.baseline.tolerances.percentages()
         self.restore(data)
         return spec, ctx
 
@@ -246,11 +263,14 @@ class _Job:
         to the termination message. Returns the digest."""
         data, csv_text = self.outputs(result)
         digest = build_digest(result, run=self.run, data=data, finished=finished,
+                              baseline=self.baseline, tolerances=self.tolerances,
                               runner_node=self.runner_node)
         if finished or result.interrupted:
             # the termination message first: after SIGTERM the kubelet's grace period may
             # end while the store is still being retried
             self.terminate(digest)
+        if self.follower:
+            return digest
         updates = self.updates(result, digest, csv_text)
         try:
             self.store.write(updates)
@@ -281,6 +301,8 @@ class _Job:
         digest = RunDigest(run=self.run, finished=True, failed=self._scrub(reason)[:1000],
                            runner_node=self.runner_node)
         self.terminate(digest)
+        if self.follower:
+            return EXIT_FAILED
         try:
             self.store.write({DIGEST_KEY: json.dumps(dump(digest), indent=1)})
         except StoreError as exc:
@@ -301,6 +323,16 @@ class _Job:
                 )
             self.secret = api_key
         self.total = len(spec.points()) * spec.repetitions
+        replicas = spec.runner.replicas
+        if not 0 <= self.shard < replicas:
+            raise JobError(
+                f"this pod is shard {self.shard} ({ENV_SHARD_INDEX}) but spec.runner.replicas "
+                f"is {replicas}"
+            )
+        if replicas > 1:
+            self.coord = Coordinator(self.store, self.shard, replicas, node=self.runner_node)
+            log.info("shard %d of %d%s", self.shard, replicas,
+                     " (leads: merges and writes the results)" if self.shard == 0 else "")
         cfg0 = point_config(spec, spec.points()[0], api_key=api_key)
         cfg0.url = ctx.url
         if ctx.model:
@@ -310,23 +342,30 @@ class _Job:
         except ProfileError as exc:
             raise JobError(str(exc)) from None
         options: dict[str, Any] = {"url": ctx.url}
-        collector = collector_for_context(ctx)
+        # telemetry is scraped once per point, by shard 0, over the merged window
+        collector = collector_for_context(ctx) if not self.follower else None
         if collector is not None:
             options["telemetry"] = collector
+        coord = self.coord
 
         def on_point(result: SweepResult) -> None:
             last = result.runs[-1]
             log.info("%s: %s%s", last.name, last.status, f" ({last.reason})" if last.reason else "")
             self.publish(result)
+            if coord is not None:
+                coord.cleanup(last.name)
 
         try:
             result = await run_sweep(
                 spec, self.artifact_dir, model=model, stop=stop, notify=log.info,
                 api_key=api_key, on_point=on_point, point_options=options,
+                run_point=coord.run_point if coord is not None else None,
             )
         except CheckpointError as exc:
             raise JobError(str(exc)) from None
         digest = self.publish(result, finished=not result.interrupted)
+        if coord is not None and not result.interrupted:
+            coord.cleanup()
         if result.interrupted:
             log.warning("interrupted after %d of %d points; a new pod resumes from %s",
                         digest.done, digest.total, self.store)
@@ -344,6 +383,7 @@ async def _main(
     termination_log: Path | None,
     stop: asyncio.Event | None,
     runner_node: str | None,
+    shard: int | None,
 ) -> int:
     job = _Job(store, artifact_dir, termination_log, runner_node)
     undo: Callable[[], None] | None = None
@@ -351,6 +391,10 @@ async def _main(
         stop = asyncio.Event()
         undo = install_stop_signals(stop)
     try:
+        try:
+            job.shard = shard if shard is not None else env_shard_index()
+        except ValueError as exc:
+            raise JobError(str(exc)) from None
         spec, ctx = job.load()
         return await job.sweep(spec, ctx, stop)
     except JobError as exc:
@@ -370,8 +414,13 @@ def run_job(
     termination_log: Path | None = DEFAULT_TERMINATION_LOG,
     stop: asyncio.Event | None = None,
     runner_node: str | None = None,
+    shard: int | None = None,
 ) -> int:
     """Runs the sweep the store describes, writing results back to it; the exit code.
+
+    With ``spec.runner.replicas`` N > 1 this pod is shard ``shard`` (default
+    ``$JOB_COMPLETION_INDEX``, else 0) of N driving each point together
+    (:mod:`llmbench.runner.job.shards`); shard 0 merges and writes the results.
 
     ``stop`` ends the sweep early (tests); without one, SIGTERM and Ctrl-C do.
     ``runner_node`` defaults to ``$LLMBENCH_NODE_NAME`` (the downward API's ``spec.nodeName``).
@@ -379,4 +428,4 @@ def run_job(
     """
     node = runner_node if runner_node is not None else os.environ.get(ENV_NODE_NAME) or None
     # uvloop where available, as `profile` and `analyze` measure (the runner pod is Linux).
-    return run_loop(_main(store, Path(artifact_dir), termination_log, stop, node))
+    return run_loop(_main(store, Path(artifact_dir), termination_log, stop, node, shard))

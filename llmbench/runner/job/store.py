@@ -24,13 +24,11 @@ import random
 import re
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-
-from llmbench.runner.point.artifacts import write_atomic
 
 __all__ = [
     "DEFAULT_SERVICE_ACCOUNT_DIR",
@@ -72,6 +70,10 @@ class ResultsStore(Protocol):
         """Sets the given keys in one operation; other keys keep their values."""
         ...
 
+    def delete(self, keys: Iterable[str]) -> None:
+        """Removes the given keys in one operation (a missing key is no error); others stay."""
+        ...
+
 
 def _check_keys(keys: Any, where: str) -> None:
     for key in keys:
@@ -82,8 +84,10 @@ def _check_keys(keys: Any, where: str) -> None:
 class DirStore:
     """One file per key in a directory: the results store of a local run and of the tests.
 
-    Each key is written atomically (write, then rename); a write of several keys is not one
-    transaction, which a single local process does not need.
+    Each key is written atomically (write to a temporary file named after the writing
+    process, then rename), so several processes may write and delete different keys of one
+    folder at once (the shards of a local several-pod run do); a write of several keys is not
+    one transaction.
     """
 
     def __init__(self, directory: Path) -> None:
@@ -101,6 +105,8 @@ class DirStore:
             if path.is_file() and _KEY.match(path.name) and not path.name.endswith(".tmp"):
                 try:
                     out[path.name] = path.read_text(encoding="utf-8")
+                except FileNotFoundError:
+                    continue  # deleted by another process since the listing
                 except OSError as exc:
                     raise StoreError(f"{self}: cannot read {path.name}: {exc}") from None
         return out
@@ -111,9 +117,21 @@ class DirStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             for key, value in updates.items():
-                write_atomic(self.directory / key, value)
+                tmp = self.directory / f"{key}.{os.getpid()}.tmp"
+                tmp.write_text(value, encoding="utf-8", newline="")
+                os.replace(tmp, self.directory / key)
         except OSError as exc:
             raise StoreError(f"{self}: cannot write: {exc}") from None
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Removes each key's file (one already gone is fine)."""
+        keys = list(keys)
+        _check_keys(keys, str(self))
+        try:
+            for key in keys:
+                (self.directory / key).unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{self}: cannot delete: {exc}") from None
 
 
 def _server_from_env() -> str | None:
@@ -187,6 +205,13 @@ class ConfigMapStore:
         _check_keys(updates, str(self))
         if updates:
             self._call("PATCH", {"data": dict(updates)})
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """One merge patch setting the keys to ``null``, which removes them (RFC 7386)."""
+        keys = list(keys)
+        _check_keys(keys, str(self))
+        if keys:
+            self._call("PATCH", {"data": dict.fromkeys(keys)})
 
     # -- the HTTP part ----------------------------------------------------------------------
 

@@ -80,6 +80,15 @@ class LoadConfig:
     session_turns_stddev: float = 0.0
     session_turn_delay_mean_ms: float = 0.0
     session_turn_delay_stddev_ms: float = 0.0
+    #: This runner pod's share of a point driven by several pods (``spec.runner.replicas``):
+    #: it sends the request numbers ``shard, shard + shards, ...`` (so the union over the pods
+    #: is exactly the single runner's numbering, warm-up first). Set by
+    #: :func:`llmbench.runner.load.shards.shard_config`, which also splits slots and rate.
+    shard: int = 0
+    shards: int = 1
+    #: Where a constant-rate schedule starts (ns after the load's start): several senders of
+    #: one rate interleave their sends instead of sending together (see :func:`worker_configs`).
+    phase_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +254,7 @@ def schedule_offsets(cfg: LoadConfig) -> Iterator[int]:
                 yield int(t)
     i = 0
     while True:
-        yield int(i * mean_gap)
+        yield int(cfg.phase_ns + i * mean_gap)
         i += 1
 
 
@@ -340,7 +349,10 @@ async def run_load(
     warm = cfg.warmup_request_count
     if indices is None:
         total = warm + cfg.request_count if cfg.request_count is not None else None
-        indices = range(total) if total is not None else _Unbounded()
+        if total is None:
+            indices = _Unbounded()
+        else:
+            indices = range(cfg.shard, total, cfg.shards)
     slots = concurrency if concurrency is not None else cfg.concurrency
     progress = progress or Progress()
     stop = stop or asyncio.Event()
@@ -936,10 +948,15 @@ def _worker_main(
 
 
 def split_indices(cfg: LoadConfig, workers: int) -> list[list[int]]:
-    """Request numbers per worker: round-robin, so each gets warm-up and measured requests."""
+    """Request numbers per worker: round-robin, so each gets warm-up and measured requests.
+
+    A runner shard (``cfg.shards > 1``) splits only its own numbers, so pods x workers
+    together send every number once.
+    """
     assert cfg.request_count is not None
     total = cfg.warmup_request_count + cfg.request_count
-    return [list(range(w, total, workers)) for w in range(workers)]
+    mine = list(range(cfg.shard, total, cfg.shards))
+    return [mine[w::workers] for w in range(workers)]
 
 
 def split_concurrency(concurrency: int, workers: int) -> list[int]:
@@ -950,15 +967,28 @@ def split_concurrency(concurrency: int, workers: int) -> list[int]:
 
 def worker_configs(cfg: LoadConfig, workers: int) -> list[LoadConfig]:
     """Each worker's settings: its share of the request rate and of ``--max-concurrency``
-    (so W workers together hold the cap, not W times it), and a seed of its own."""
+    (so W workers together hold the cap, not W times it), and a seed of its own.
+
+    A constant rate R split W ways interleaves: worker w sends at ``phase + w/R + k*W/R``, so
+    the union is the single sender's schedule ``phase + n/R`` rather than W sends at once
+    every W/R. (Poisson needs no phase: independent Poisson processes of rate R/W add up to
+    one of rate R.)
+    """
     rate = cfg.request_rate / workers if cfg.request_rate else cfg.request_rate
+    gap_ns = 1e9 / cfg.request_rate if cfg.request_rate else 0.0
     caps: list[int | None] = (
         list(split_concurrency(cfg.max_concurrency, workers))
         if cfg.max_concurrency
         else [None] * workers
     )
     return [
-        replace(cfg, request_rate=rate, max_concurrency=caps[w], seed=cfg.seed + w)
+        replace(
+            cfg,
+            request_rate=rate,
+            max_concurrency=caps[w],
+            seed=cfg.seed + w,
+            phase_ns=cfg.phase_ns + round(w * gap_ns),
+        )
         for w in range(workers)
     ]
 
@@ -991,11 +1021,13 @@ async def run_load_workers(
     *,
     progress: Progress | None = None,
     stop: asyncio.Event | None = None,
+    start_at_ns: int | None = None,
 ) -> LoadResult:
     """Runs ``cfg.workers`` processes and merges their results (records sorted by send time).
 
     Progress counters of all workers are summed into ``progress``; setting ``stop`` makes
-    every worker stop sending and return what it measured.
+    every worker stop sending and return what it measured. ``start_at_ns`` (perf_counter)
+    is when they all begin (default: 3 s from now, time for the processes to import).
     """
     if cfg.request_count is None:
         raise ValueError("--workers > 1 needs --request-count: a duration bound is per process")
@@ -1010,7 +1042,7 @@ async def run_load_workers(
     counters = ctx.Array("q", 3 * workers, lock=False)
     stop_flag = ctx.Value("b", 0, lock=False)
     # Workers need a moment to import; they all start at one instant of the shared clock.
-    start_at = perf_counter_ns() + int(3e9)
+    start_at = start_at_ns if start_at_ns is not None else perf_counter_ns() + int(3e9)
     wcfgs = worker_configs(cfg, workers)
     if cfg.mode == "concurrency":
         conc = split_concurrency(cfg.concurrency, workers)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,6 +25,7 @@ from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import workload as workload_mod
 from llmbench.runner.load.engine import (
+    LoadConfig,
     LoadResult,
     Progress,
     expected_total,
@@ -49,6 +50,32 @@ log = logging.getLogger("llmbench.profile")
 
 class ProfileError(Exception):
     """A problem found before any load was sent; the message names the flag or URL to fix."""
+
+
+class PointShard(Protocol):
+    """One runner pod's part in a point that several pods drive (``spec.runner.replicas``).
+
+    Why hooks into :func:`run_profile` rather than a second point runner: the merged point
+    must come out of the very same path as a single runner's (the same summarize, files and
+    telemetry), so the pods differ only where these hooks sit: the share of the load, the
+    start instant, and the records before they are summarised.
+    """
+
+    def split(self, load: LoadConfig) -> LoadConfig:
+        """This pod's share of the point's load."""
+        ...
+
+    async def start(self, load: LoadConfig) -> int | None:
+        """Waits until every pod is ready; the instant (``perf_counter_ns``) to begin on."""
+        ...
+
+    async def merge(self, load: LoadResult, progress: Progress) -> LoadResult:
+        """This pod's records out (and, for the leader, everyone's in): the point's load."""
+        ...
+
+    def annotate(self, summary: PointResult) -> None:
+        """Adds what the pods did (``summary.shards``) to the merged point."""
+        ...
 
 
 @dataclass
@@ -296,12 +323,22 @@ async def run_profile(
     progress: Progress | None = None,
     on_window: Callable[[str], Any] | None = None,
     write: bool = True,
+    shard: PointShard | None = None,
 ) -> ProfileResult:
     """Measures one load point and (with ``write``) writes its artefacts.
 
     ``stop`` ends the run early and keeps what completed (``summary.interrupted``).
     ``on_window("start"|"end")`` brackets the measured load, e.g. for telemetry scrapes.
+    ``shard`` makes this one pod of several driving the point (:class:`PointShard`); the
+    telemetry window then closes only once every pod's records are in.
     """
+    if shard is not None and (cfg.stability is not None or cfg.load.mode in (
+        "session_concurrency", "fixed_schedule"
+    )):
+        raise ProfileError(
+            "a point driven by several runner pods cannot use --measurement-interval, "
+            "sessions or a fixed schedule (spec rule spec.replicas-split)"
+        )
     if cfg.preflight:
         cfg.model = await asyncio.to_thread(preflight, cfg)
     if cfg.model is None:
@@ -351,21 +388,32 @@ async def run_profile(
         if on_window is not None:
             await _maybe_await(on_window(phase))
 
+    load_cfg = cfg.load if shard is None else shard.split(cfg.load)
+    start_at = None if shard is None else await shard.start(load_cfg)
     # One offset from our monotonic stamps to epoch time, taken as the point starts
     # (profile_export.json carries epoch ns, as perf_analyzer's does).
     epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
     await window("start")
     bounds: list[tuple[int, int]] = []
+    counter = tok if cfg.tokenizer != "server" else None
     if cfg.stability is not None:
         load, bounds = await _run_windows(cfg, target, bodies, progress, stop, window)
     else:
         try:
-            if cfg.load.workers > 1:
+            if load_cfg.workers > 1:
                 load = await run_load_workers(
-                    target, bodies, cfg.load, progress=progress, stop=stop
+                    target, bodies, load_cfg, progress=progress, stop=stop,
+                    start_at_ns=start_at,
                 )
             else:
-                load = await run_load(target, bodies, cfg.load, progress=progress, stop=stop)
+                load = await run_load(
+                    target, bodies, load_cfg, progress=progress, stop=stop,
+                    start_at_ns=start_at,
+                )
+            if shard is not None:
+                # token counts need the reply texts, which stay in this pod
+                count_client_tokens(load.records, counter, prepared)
+                load = await shard.merge(load, progress)
         finally:
             await window("end")
     records = load.records
@@ -373,7 +421,8 @@ async def run_profile(
     if load.sent_bodies:
         # A session's turn sent its history too: what was sent is what counts and is exported.
         prepared, bodies = _as_sent(prepared, load.sent_bodies, tok)
-    count_client_tokens(records, tok if cfg.tokenizer != "server" else None, prepared)
+    if shard is None:
+        count_client_tokens(records, counter, prepared)
     stability = None
     if cfg.stability is not None:
         stability = measure_windows(records, bounds, cfg.stability)
@@ -410,6 +459,8 @@ async def run_profile(
             "(see the errors), so there was no answer to continue the conversation from"
         )
     summary.input_config = cfg.public_dict()
+    if shard is not None:
+        shard.annotate(summary)
     result = getattr(collector, "result", None)
     if result is not None:
         measured_osl = sum(r.output_tokens or 0 for r in records if r.ok and not r.warmup)

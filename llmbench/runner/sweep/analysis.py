@@ -190,6 +190,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
             achieved_request_rate=_achieved_rate(group),
             **verdict,
             **_measured_lengths(group),
+            **_shard_cells(group),
         ))
     return SweepAnalysis(
         model=result.model,
@@ -273,6 +274,22 @@ def _is_rate(data: SweepAnalysis) -> bool:
     return data.sweep_type == "request_rate" or load.get("mode") == "request_rate"
 
 
+def _shard_cells(group: Sequence[PointRun]) -> dict[str, Any]:
+    """A several-pod point's replica count and per-pod ``achieved/target`` load (closed loop:
+    mean requests in flight against slots; open loop: completed/s against the rate share), so
+    an overloaded pod shows in the CSV; nothing for a single runner's point."""
+    shards = [r.summary.shards for r in group if r.summary is not None and r.summary.shards]
+    if not shards:
+        return {}
+    last = shards[-1]
+    closed = not any(s.dispatch_lag_p99_ms is not None for s in last.shards)
+    cells = []
+    for s in last.shards:
+        achieved = s.mean_in_flight if closed else s.achieved_rps
+        cells.append(f"{format_value(achieved)}/{s.target:g}")
+    return {"replicas": last.replicas, "shard_load": cells}
+
+
 def table1_columns(data: SweepAnalysis) -> list[str]:
     """Table 1 header: GenAI-Perf's ten columns in its order, then ours when they apply."""
     cols = list(TABLE1_COLUMNS)
@@ -293,6 +310,8 @@ def table1_columns(data: SweepAnalysis) -> list[str]:
         cols.append("Knee")
     if data.repetitions > 1:
         cols += ["Repetitions", "Max Spread (%)", "Unstable Metrics"]
+    if any(p.replicas for p in data.points):
+        cols += ["Replicas", "Shard Load (achieved/target)"]
     cols.append("Status")
     return cols
 
@@ -348,6 +367,8 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
             max((s.spread_pct for s in p.spreads.values()), default=None), 1
         ),
         "Unstable Metrics": " ".join(p.unstable),
+        "Replicas": str(p.replicas or 1),
+        "Shard Load (achieved/target)": " ".join(p.shard_load or ()),
         "Status": "ok" if p.status == "ok" else f"failed: {p.reason}",
     }
     return row

@@ -21,14 +21,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from llmbench.api.job import BaselineContext
 from llmbench.api.results import PointResult, SweepAnalysis, SweepPoint, validate_result
+from llmbench.api.status import PointStatus, RegressionVerdict, VerdictRow
 from llmbench.runner.report.tables import METRIC_LABELS, format_value
+from llmbench.runner.sweep.knee import value_label
 
 __all__ = [
+    "BAD_VERDICTS",
     "DEFAULT_TOLERANCES",
     "METRICS",
     "PointFigures",
@@ -36,8 +40,10 @@ __all__ = [
     "SweepFigures",
     "compare",
     "compare_sweeps",
+    "figures_from_points",
     "parse_tolerances",
     "pct",
+    "regression_verdict",
     "render",
     "signed_tolerance",
 ]
@@ -67,6 +73,7 @@ METRICS: dict[str, tuple[bool, str]] = {
         if stat != "p50" or short == "ttft"
     },
     "error_rate": (False, "errors per measured request"),
+    "j_per_token": (False, "GPU energy per output token (J)"),
     "max_ott_under_slo": (True, f"max {_single('output_token_throughput')} under SLO"),
     "peak_ott": (True, f"peak {_single('output_token_throughput')} over the sweep"),
 }
@@ -98,6 +105,7 @@ class PointFigures:
     ttft_p99: float | None = None
     itl_p99: float | None = None
     e2e_p99: float | None = None
+    j_per_token: float | None = None
 
     def metrics(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "label"}
@@ -109,10 +117,12 @@ class SweepFigures:
 
     max_ott_under_slo: float | None
     points: Mapping[float, PointFigures]
+    #: the sweep's peak OTT when known without its points (fixed baseline numbers)
+    peak_ott: float | None = None
 
     def metrics(self) -> dict[str, float | None]:
         otts = [p.ott for p in self.points.values() if p.ott is not None]
-        peak = max(otts) if otts else None
+        peak = self.peak_ott if self.peak_ott is not None else max(otts) if otts else None
         return {"max_ott_under_slo": self.max_ott_under_slo, "peak_ott": peak}
 
 
@@ -195,7 +205,29 @@ def _point_figures(p: SweepPoint) -> PointFigures:
     m = p.metrics
     return PointFigures(
         label=p.label, ott=m.ott, rps=m.rps, goodput=m.goodput, ttft_p99=m.ttft_p99_ms,
-        itl_p99=m.itl_p99_ms, e2e_p99=m.e2e_p99_ms,
+        itl_p99=m.itl_p99_ms, e2e_p99=m.e2e_p99_ms, j_per_token=p.joules_per_output_token,
+    )
+
+
+def figures_from_points(
+    points: Iterable[PointStatus],
+    max_ott_under_slo: float | None,
+    sweep_type: str,
+    peak_ott: float | None = None,
+) -> SweepFigures:
+    """A sweep's figures from status points (a run digest, or a baseline the operator
+    resolved): what ``llmbench results --compare`` and the run's regression verdict compare."""
+    return SweepFigures(
+        max_ott_under_slo=max_ott_under_slo,
+        points={
+            p.value: PointFigures(
+                label=value_label(sweep_type, p.value), ott=p.ott, rps=p.rps,
+                goodput=p.goodput, ttft_p99=p.ttft_p99_ms, itl_p99=p.itl_p99_ms,
+                e2e_p99=p.e2e_p99_ms, j_per_token=p.joules_per_output_token,
+            )
+            for p in points
+        },
+        peak_ott=peak_ott,
     )
 
 
@@ -254,6 +286,53 @@ def compare(a_path: Path, b_path: Path, tolerances: dict[str, float]) -> list[Ro
     if a.sweep_type != b.sweep_type:
         raise ValueError(f"{a_path} sweeps {a.sweep_type} and {b_path} sweeps {b.sweep_type}")
     return compare_sweeps(_sweep_figures(a), _sweep_figures(b), tolerances)
+
+
+#: Verdicts that fail a comparison: worse by more than the tolerance, or the figure gone.
+BAD_VERDICTS = ("regression", "missing")
+#: Verdict rows kept in a run's status (the first ones; ``compared`` still counts them all).
+MAX_VERDICT_ROWS = 20
+
+
+def regression_verdict(
+    baseline: BaselineContext, data: SweepAnalysis, tolerances: dict[str, float]
+) -> RegressionVerdict:
+    """A run's analysis against the baseline the operator resolved, as ``llmbench compare``
+    judges two sweeps: the same rows, the same verdicts (a figure only one side has, other
+    than ``missing``, judges nothing)."""
+    rows = compare_sweeps(
+        figures_from_points(baseline.points, baseline.max_ott_under_slo, data.sweep_type,
+                            baseline.peak_ott),
+        _sweep_figures(data),
+        tolerances,
+    )
+    judged = [r for r in rows if r.tolerance_pct is not None and r.a is not None
+              and r.b is not None]
+    bad = [r for r in rows if r.verdict in BAD_VERDICTS]
+    if bad:
+        first = bad[0]
+        message = f"{len(bad)} figure(s) regressed against {baseline.label}; first: " + (
+            f"{first.scope} {first.metric} {format_value(first.a)} -> "
+            f"{format_value(first.b)} ({pct(first.change_pct)}, tolerance "
+            f"{signed_tolerance(first)})"
+        )
+    elif judged:
+        message = f"{len(judged)} figure(s) within tolerance of {baseline.label}"
+    else:
+        message = f"nothing to compare with {baseline.label}: no figure both runs have"
+    return RegressionVerdict(
+        baseline=baseline.label,
+        baseline_run=baseline.run,
+        regressed=bool(bad),
+        compared=len(judged),
+        rows=[
+            VerdictRow(scope=r.scope, metric=r.metric, baseline=r.a, value=r.b,
+                       change_pct=r.change_pct, tolerance_pct=r.tolerance_pct,
+                       verdict=r.verdict)
+            for r in bad[:MAX_VERDICT_ROWS]
+        ],
+        message=message,
+    )
 
 
 def compare_sweeps(a: SweepFigures, b: SweepFigures, tolerances: dict[str, float]) -> list[Row]:

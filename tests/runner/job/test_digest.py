@@ -196,3 +196,49 @@ def test_rule_names() -> None:
     assert rule_name("ott_plateau") == "ott-saturation"
     assert rule_name("ott-saturation") == "ott-saturation"
     assert rule_name("ttft-2x") == "ttft-2x"
+
+
+def test_the_verdict_against_a_baseline_is_llmbench_compares(tmp_path: Path) -> None:
+    """The digest judges the run as ``llmbench compare`` judges two sweeps: same rows, same
+    verdicts; a baseline figure the run lacks is ``missing``."""
+    from llmbench.api.job import BaselineContext
+    from llmbench.runner.sweep.compare import compare_sweeps, figures_from_points
+
+    res = sweep_result(tmp_path, foreign=False)
+    data = analysis(res)
+    own = build_digest(res, run=2, data=data)
+    assert own.regression is None  # no baseline: no verdict
+    # the baseline: this very run, but p99 TTFT at concurrency 4 was 30 ms, not 42 ms
+    slower_at_4 = [p.model_copy(update={"ttft_p99_ms": 30.0}) if p.value == 4 else p
+                   for p in own.points]
+    assert own.max_under_slo is not None
+    base = BaselineContext(label="run 1", run=1, points=slower_at_4,
+                           max_ott_under_slo=own.max_under_slo.ott)
+    tolerances = {"ttft_p99": 10.0, "max_ott_under_slo": 5.0, "j_per_token": 10.0}
+    d = build_digest(res, run=2, data=data, baseline=base, tolerances=tolerances)
+    v = d.regression
+    assert v is not None and v.regressed and (v.baseline, v.baseline_run) == ("run 1", 1)
+    (row,) = v.rows
+    assert (row.scope, row.metric, row.baseline, row.value) == ("concurrency 4", "ttft_p99",
+                                                                30.0, 42.0)
+    assert row.change_pct == pytest.approx(40.0) and row.tolerance_pct == 10.0
+    assert v.message.startswith("1 figure(s) regressed against run 1; first: concurrency 4 "
+                                "ttft_p99 30")
+    # the same rows compare_sweeps gives for the two digests' figures
+    rows = compare_sweeps(figures_from_points(base.points, base.max_ott_under_slo, "concurrency"),
+                          figures_from_points(own.points, own.max_under_slo.ott, "concurrency"),
+                          tolerances)
+    assert [(r.scope, r.metric) for r in rows if r.verdict == "regression"] == [
+        ("concurrency 4", "ttft_p99")]
+    # GPU energy per output token is judged where both runs have it (J/token from the analysis)
+    assert all(p.joules_per_output_token is not None for p in own.points)
+    assert v.compared == sum(1 for r in rows if r.tolerance_pct is not None)
+    within = build_digest(res, run=2, data=data, baseline=base.model_copy(
+        update={"points": own.points}), tolerances=tolerances)
+    assert within.regression is not None and not within.regression.regressed
+    assert within.regression.message.endswith("within tolerance of run 1")
+    # a point only the baseline measured is listed, not judged (as llmbench compare does)
+    extra = [*own.points, own.points[-1].model_copy(update={"value": 512.0, "name": "c512"})]
+    gone = build_digest(res, run=2, data=data, baseline=base.model_copy(
+        update={"points": extra}), tolerances=tolerances)
+    assert gone.regression is not None and gone.regression.regressed is False

@@ -39,6 +39,7 @@ class FakeApi:
         self.data: dict[str, str] = {"spec.json": "{}"}
         self.fail: list[tuple[int, dict[str, str]]] = []
         self.calls: list[tuple[str, str, dict[str, str]]] = []
+        self.patches: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
@@ -79,7 +80,12 @@ class FakeApi:
                     if self.command == "PATCH":
                         assert self.headers["Content-Type"] == "application/merge-patch+json"
                         patch = json.loads(body)
-                        api.data.update(patch["data"])
+                        api.patches.append(patch)
+                        for key, value in patch["data"].items():  # RFC 7386: null removes
+                            if value is None:
+                                api.data.pop(key, None)
+                            else:
+                                api.data[key] = value
                     self._send(200, {"kind": "ConfigMap", "data": dict(api.data)})
 
             do_GET = _handle
@@ -110,6 +116,48 @@ def test_read_and_merge_patch(serve_http: Any, sa_dir: Path) -> None:
     store.write({"digest.json": "{}", "point.a.json": "p"})
     assert api.data == {"spec.json": "{}", "digest.json": "{}", "point.a.json": "p"}
     assert [c[0] for c in api.calls] == ["GET", "PATCH"] and sleeps == []
+
+
+def test_delete_is_one_merge_patch_of_nulls(serve_http: Any, sa_dir: Path) -> None:
+    api = FakeApi()
+    sleeps: list[float] = []
+    store = store_for(serve_http(api.handler()), sa_dir, sleeps)
+    store.write({"shard.p.ready.1": "{}", "shard.p.start": "{}", "point.a.json": "p"})
+    store.delete(["shard.p.ready.1", "shard.p.start", "shard.p.gone"])
+    assert api.patches[-1] == {"data": {"shard.p.ready.1": None, "shard.p.start": None,
+                                        "shard.p.gone": None}}
+    assert api.data == {"spec.json": "{}", "point.a.json": "p"}
+    store.delete([])  # nothing to remove: no call
+    assert [c[0] for c in api.calls] == ["PATCH", "PATCH"]
+    with pytest.raises(StoreError, match="not a valid ConfigMap key"):
+        store.delete(["a/b"])
+
+
+def _write_keys(directory: str, worker: int) -> None:
+    store = DirStore(Path(directory))
+    for k in range(40):
+        store.write({f"shard.p.rec.0.{worker}": f"{worker}-{k}" * 200})
+        store.read()
+
+
+def test_dir_store_takes_several_writers_and_deletes(tmp_path: Path) -> None:
+    """Processes writing different keys of one folder (local shards) never see a torn or
+    foreign value, and a key deleted while listed is simply absent."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_write_keys, args=(str(tmp_path), w)) for w in range(3)]
+    for pr in procs:
+        pr.start()
+    for pr in procs:
+        pr.join(60)
+    assert [pr.exitcode for pr in procs] == [0, 0, 0]
+    store = DirStore(tmp_path)
+    data = store.read()
+    assert data == {f"shard.p.rec.0.{w}": f"{w}-39" * 200 for w in range(3)}
+    store.delete(["shard.p.rec.0.0", "shard.p.rec.0.9"])
+    assert sorted(store.read()) == ["shard.p.rec.0.1", "shard.p.rec.0.2"]
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_transient_answers_are_retried_with_bounded_backoff(

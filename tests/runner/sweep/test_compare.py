@@ -124,3 +124,19 @@ def test_incomparable_inputs_are_usage_errors(
     assert main(["compare", str(a), str(a), "--tolerance", "ott:+1%"]) == 2
 
 
+
+
+def test_the_specs_tolerances_are_compares_metrics_with_the_same_direction() -> None:
+    """``spec.baseline.tolerances`` takes exactly ``--tolerance``'s keys, and its sign rule
+    (throughput may drop by -N%, the rest rise by +N%) is compare's notion of better."""
+    from llmbench.api.spec import SpecError, Tolerances
+    from llmbench.runner.sweep.compare import METRICS
+
+    assert set(Tolerances.model_fields) == set(METRICS)
+    for name, info in Tolerances.model_fields.items():
+        higher_better = METRICS[name][0]
+        good, bad = ("-5%", "+5%") if higher_better else ("+5%", "-5%")
+        assert Tolerances.model_validate({info.alias: good}).percentages() == {name: 5.0}
+        with pytest.raises((SpecError, ValueError)):
+            Tolerances.model_validate({info.alias: bad})
+        assert parse_tolerances([f"{name}:{good}"]) == {name: 5.0}

@@ -1,0 +1,109 @@
+"""Several runner pods drive one sweep (``spec.runner.replicas``), on the project's control plane:
+the operator's Indexed Job, one pod per shard with its own ``JOB_COMPLETION_INDEX``, status that
+describes every shard, and a merged result that counts each request once.
+
+The shards' coordination and merge are the runner's (``llmbench.runner.load.shards``); this
+module checks what a user sees of it through the operator.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from llmbench.api.job import ENV_SHARD_INDEX, POINT_PREFIX
+from tests.e2e.test_operator import (  # noqa: F401 - ``operator`` is a fixture
+    Operator,
+    Target,
+    benchmark,
+    cond,
+    diag,
+    operator,
+    sim_requests,
+    status,
+    wait_phase,
+)
+
+pytestmark = pytest.mark.e2e
+
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+REQUESTS = 30  # per point, split between the shards
+
+
+def test_three_runner_pods_drive_one_sweep_and_status_counts_each_request_once(
+    k8s: Any, namespace: str, operator: Operator  # noqa: F811
+) -> None:
+    target = Target(k8s, namespace)
+    pod = target.deploy()
+    before = sim_requests(target)
+    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    k8s.apply(benchmark(
+        "shards", namespace, ref,
+        telemetry={"dcgm": "off", "serverMetrics": "off"},
+        load={"requestCount": REQUESTS, "warmupRequestCount": 0},
+        sweep={"type": "concurrency", "values": [3, 6]},
+        runner={"replicas": 3, "requests": {"cpu": "100m", "memory": "128Mi"}},
+    ))
+    job = k8s.wait_for("the runner Job", lambda: k8s.get("job", "shards-run-1", namespace), 60,
+                       diag=diag(k8s, namespace, operator))
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == 3
+    assert spec["backoffLimitPerIndex"] == 3 and spec["maxFailedIndexes"] == 0
+    def three_pods() -> list[dict[str, Any]] | None:
+        pods = k8s.pods(namespace, "llmbench.io/benchmark=shards")
+        return pods if len(pods) >= 3 else None
+
+    pods = k8s.wait_for("three runner pods", three_pods, 60, diag=diag(k8s, namespace, operator))
+    indexes = sorted(p["metadata"]["annotations"][INDEX_ANNOTATION] for p in pods)
+    assert indexes == ["0", "1", "2"], indexes
+    for p in pods:  # ours, from the annotation; the Job controller adds no second one
+        env = p["spec"]["containers"][0]["env"]
+        assert [e["name"] for e in env].count(ENV_SHARD_INDEX) == 1, env
+    st = wait_phase(k8s, namespace, "shards", operator, ("Succeeded", "Failed"), 300)
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert st["progress"] == "2/2"
+    assert [p["value"] for p in st["points"]] == [3, 6]
+    assert all(p["state"] == "Succeeded" and p["ott"] > 0 for p in st["points"]), st["points"]
+    for p in st["points"]:  # the shard count and each shard's share, visible per point
+        assert p.get("replicas") == 3, p
+        shards = p.get("shardLoad") or []
+        assert sorted(s["shard"] for s in shards) == [0, 1, 2], p
+        assert sum(s["requests"] for s in shards) == REQUESTS, p
+    # SameNode: every shard next to the inference pod, and status names each shard's node.
+    node = pod["spec"]["nodeName"]
+    assert st["stack"]["runnerNode"] == node
+    assert st["stack"]["runnerNodes"] == [node] * 3
+    scheduled = cond(st, "RunnerScheduled")
+    assert scheduled["status"] == "True"
+    assert scheduled["message"] == f"3/3 runner pods scheduled on {node}"
+    # The merged point is one point of REQUESTS requests, not three points nor a third of one.
+    cm = k8s.get("configmap", "shards-run-1", namespace)
+    exports = {k: json.loads(v) for k, v in cm["data"].items()
+               if k.startswith(POINT_PREFIX) and k.endswith(".json")}
+    assert len(exports) == 2, sorted(cm["data"])
+    for key, export in exports.items():
+        assert export["request_count"]["avg"] == REQUESTS, (key, export["request_count"])
+    assert not [k for k in cm["data"] if k.startswith("shard.")], "shard keys left behind"
+    # The server saw each request once (plus at most one preflight probe per pod and point).
+    served = sim_requests(target) - before
+    assert 2 * REQUESTS <= served <= 2 * REQUESTS + 3 * 2 + 3, served
+    # `kubectl get -o wide` shows the shard count.
+    header, row = k8s.kubectl("get", "llmb", "shards", "-n", namespace, "-o", "wide"
+                              ).stdout.splitlines()[:2]
+    assert row[header.index("REPLICAS"):].split()[0] == "3", (header, row)  # aligned columns
+
+
+def test_a_name_too_long_for_an_indexed_job_fails_the_run_with_the_reason(
+    k8s: Any, namespace: str, operator: Operator  # noqa: F811
+) -> None:
+    name = "n" * 56  # n...-run-1-2 would be 64 characters: not a pod hostname
+    k8s.apply(benchmark(name, namespace, {"url": "http://127.0.0.1:9"},
+                        sweep={"type": "concurrency", "values": [3]}, runner={"replicas": 3}))
+    st = wait_phase(k8s, namespace, name, operator, ("Failed",), 60)
+    accepted = cond(st, "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "InvalidSpec")
+    assert "at most 61" in accepted["message"] and "metadata.name" in accepted["message"]
+    assert k8s.get("job", f"{name}-run-1", namespace) is None

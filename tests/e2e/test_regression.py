@@ -1,0 +1,147 @@
+"""Nightly regression verdicts on the real control plane: scheduled runs of one benchmark while
+the simulator behind it is redeployed slower, and a run spoiled by someone else's traffic.
+
+The schedule's ticks come from the operator's test clock (``ClockedOperator``), so five
+nightly runs take about a minute."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_operator import (
+    Target,
+    benchmark,
+    cond,
+    ready_pods,
+    sim_deployment,
+)
+from tests.e2e.test_schedule import ClockedOperator, clocked, finished_run
+
+pytestmark = pytest.mark.e2e
+__all__ = ["clocked"]  # the fixture, used by name
+
+NAME = "nightly"
+TICK_S = 6 * 60  # the schedule is */5: each shift of the clock passes one tick
+
+
+def redeploy(k8s: Any, target: Target, ttft: str) -> None:
+    """The simulator rolled out with another time to first token (a 'deploy' of the model
+    server), old pod gone before the new one binds the same port (Recreate)."""
+    dep = sim_deployment(target.namespace, target.port, target.labels, target.node)
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--time-to-first-token") + 1] = ttft
+    dep["spec"]["strategy"] = {"type": "Recreate"}
+    k8s.apply(dep)
+
+    def rolled_out() -> bool:
+        items = k8s.pods(target.namespace, target.selector)
+        ready = ready_pods(k8s, target.namespace, target.selector)
+        return (len(items) == 1 and len(ready) == 1
+                and ttft in ready[0]["spec"]["containers"][0]["args"])
+
+    k8s.wait_for(f"the simulator redeployed with TTFT {ttft}", rolled_out, 90,
+                 diag=lambda: k8s.describe(target.namespace))
+
+
+class ForeignTraffic:
+    """Someone else's requests to the same server while our run measures (bounded: it stops
+    when told, or after 120 s)."""
+
+    def __init__(self, url: str, streams: int = 3) -> None:
+        self.url, self.stop, self.sent = url, threading.Event(), 0
+        self.threads = [threading.Thread(target=self._loop, daemon=True) for _ in range(streams)]
+
+    def _loop(self) -> None:
+        body = json.dumps({"model": "e2e-model", "max_tokens": 4,
+                           "messages": [{"role": "user", "content": "hello"}]}).encode()
+        deadline = time.monotonic() + 120
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            req = urllib.request.Request(f"{self.url}/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    resp.read()
+                self.sent += 1
+            except OSError:
+                time.sleep(0.05)
+
+    def __enter__(self) -> ForeignTraffic:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(15)
+
+
+def regressed(st: dict[str, Any]) -> tuple[str, str, str]:
+    c = cond(st, "Regressed")
+    return c.get("status", ""), c.get("reason", ""), c.get("message", "")
+
+
+def test_a_slower_deploy_is_a_regression_and_foreign_traffic_is_never_judged(
+    k8s: Any, namespace: str, clocked: ClockedOperator
+) -> None:
+    target = Target(k8s, namespace)
+    target.deploy()
+    spec: dict[str, Any] = {
+        "telemetry": {"dcgm": "off", "serverMetrics": "auto"},
+        "sweep": {"type": "concurrency", "values": [1, 2]},
+        "load": {"requestCount": 8, "warmupRequestCount": 0},
+        "schedule": "*/5 * * * *",
+        # only a several-fold slowdown counts: this shared machine's noise must not
+        "baseline": {"tolerances": {"ttftP99": "+200%"}},
+    }
+    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    k8s.apply(benchmark(NAME, namespace, ref, **spec))
+
+    st = finished_run(k8s, namespace, NAME, clocked, 1)
+    assert st["phase"] == "Succeeded" and cond(st, "MeasurementValid")["status"] == "True"
+    assert regressed(st)[:2] == ("Unknown", "NoBaseline")  # a first run has nothing to beat
+
+    clocked.shift(TICK_S)
+    st = finished_run(k8s, namespace, NAME, clocked, 2)
+    status_, reason, message = regressed(st)
+    assert (status_, reason) == ("False", "WithinTolerance"), message
+    assert "within tolerance of run 1" in message
+    assert st["history"][-1]["regressed"] is False
+
+    redeploy(k8s, target, "80ms")  # the 'deploy' that makes the model slower
+    clocked.shift(2 * TICK_S)
+    st = finished_run(k8s, namespace, NAME, clocked, 3)
+    status_, reason, message = regressed(st)
+    assert (status_, reason) == ("True", "Regressed"), message
+    assert "against run 2" in message and "ttft_p99" in message
+    assert "since run 2: target args: --time-to-first-token 10ms -> 80ms" in message
+    rows = st["regression"]["rows"]
+    assert {r["metric"] for r in rows} == {"ttft_p99"} and len(rows) == 2  # both points
+    assert all(r["value"] > 3 * r["baseline"] for r in rows)
+    assert st["history"][-1]["regressed"] is True
+    events = k8s.kubectl("get", "events", "-n", namespace, "--field-selector",
+                         "reason=Regressed", "-o", "json").stdout
+    (event,) = json.loads(events)["items"]
+    assert event["type"] == "Warning" and "ttft_p99" in event["message"]
+
+    clocked.shift(3 * TICK_S)
+    with ForeignTraffic(target.url) as foreign:
+        st = finished_run(k8s, namespace, NAME, clocked, 4)
+    assert foreign.sent > 0
+    assert cond(st, "MeasurementValid")["status"] == "False", cond(st, "MeasurementValid")
+    status_, reason, message = regressed(st)
+    assert (status_, reason) == ("Unknown", "InvalidMeasurement"), message
+    assert st["history"][-1]["valid"] is False and "regressed" not in st["history"][-1]
+    assert "regression" not in st  # the verdict of a run not judged is not shown
+
+    clocked.shift(4 * TICK_S)  # still slow: still flagged, against the last good run
+    st = finished_run(k8s, namespace, NAME, clocked, 5)
+    status_, reason, message = regressed(st)
+    assert (status_, reason) == ("True", "Regressed"), message
+    assert "against run 2" in message  # not run 3 (regressed) nor run 4 (invalid)
