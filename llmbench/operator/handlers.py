@@ -11,7 +11,6 @@ computed from a fresh read, so two handlers never overwrite each other's conditi
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -67,8 +66,8 @@ from llmbench.operator.schedule import (
     rfc3339,
 )
 from llmbench.operator.status import (
-    MAX_STATUS_BYTES,
     Decision,
+    bounded_status,
     condition,
     decide,
     digest_patch,
@@ -162,18 +161,6 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _bounded(status: dict[str, Any], configmap: str | None) -> dict[str, Any]:
-    """Keeps status under :data:`MAX_STATUS_BYTES`: the CSV, then per-point warnings, go to
-    the results ConfigMap only, and status says where."""
-    if len(json.dumps(status)) <= MAX_STATUS_BYTES:
-        return status
-    status = dict(status)
-    status["summaryCSV"] = f"(too large for status: see ConfigMap {configmap}, key {SUMMARY_KEY})"
-    for p in status.get("points") or []:
-        p.pop("warnings", None)
-    return status
-
-
 async def _write(
     namespace: str,
     name: str,
@@ -190,7 +177,7 @@ async def _write(
     if conditions:
         status["conditions"] = conds
     cm = status.get("resultsConfigMap") or (current.get("status") or {}).get("resultsConfigMap")
-    await kube().patch_status(namespace, name, _bounded(status, cm))
+    await kube().patch_status(namespace, name, bounded_status(status, cm))
 
 
 def _event(body: Mapping[str, Any], reason: str, message: str, warning: bool = False) -> None:

@@ -7,16 +7,19 @@ the rules are tested without a cluster.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from llmbench.api.job import SUMMARY_KEY
 from llmbench.api.status import Condition, HistoryEntry, RunDigest, dump
 from llmbench.operator.build import INDEX_ANNOTATION
 
 __all__ = [
     "MAX_STATUS_BYTES",
+    "bounded_status",
     "Decision",
     "condition",
     "decide",
@@ -219,6 +222,24 @@ def _rounded(value: Any) -> Any:
     if isinstance(value, list):
         return [_rounded(v) for v in value]
     return value
+
+
+def bounded_status(status: dict[str, Any], configmap: str | None) -> dict[str, Any]:
+    """A status patch kept under :data:`MAX_STATUS_BYTES`: the summary CSV, then per-point
+    warnings, then per-shard load (64 runner pods x many points) stay in the results ConfigMap
+    only, and status says where."""
+    if len(json.dumps(status)) <= MAX_STATUS_BYTES:
+        return status
+    status = dict(status)
+    status["summaryCSV"] = f"(too large for status: see ConfigMap {configmap}, key {SUMMARY_KEY})"
+    points = [dict(p) for p in status.get("points") or []]
+    status["points"] = points
+    for key in ("warnings", "shardLoad"):
+        if len(json.dumps(status)) <= MAX_STATUS_BYTES:
+            break
+        for p in points:
+            p.pop(key, None)
+    return status
 
 
 def digest_patch(digest: RunDigest, summary_csv: str | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from llmbench.api.status import (
 )
 from llmbench.operator.status import (
     MAX_STATUS_BYTES,
+    bounded_status,
     condition,
     decide,
     digest_patch,
@@ -138,3 +139,21 @@ def test_history_keeps_the_last_runs_and_names_the_ones_to_delete() -> None:
     assert history[-1]["configMap"] == "b-run-5" and history[-1]["maxOttUnderSlo"] == 4000.0
     again, dropped = with_history(history, entry(5), limit=3)  # the same run twice: one entry
     assert [h["run"] for h in again] == [3, 4, 5] and dropped == []
+
+
+def test_a_64_shard_status_sheds_the_per_shard_load_before_it_is_too_big() -> None:
+    """Status keeps the figures; the CSV, warnings and per-shard load go to the ConfigMap
+    only when the patch would not fit (a 30-point sweep by 64 runner pods)."""
+    point = {"name": "c64", "value": 64.0, "state": "Succeeded", "ott": 1234.5,
+             "replicas": 64, "warnings": ["foreign_traffic: " + "x" * 200],
+             "shardLoad": [{"shard": i, "target": 1.0, "achieved": 0.98, "requests": 100,
+                            "node": f"gpu-node-{i:02d}"} for i in range(64)]}
+    small = {"points": [point], "summaryCSV": "a,b\n"}
+    assert bounded_status(small, "cm") is small  # fits: untouched
+    big = {"points": [dict(point, value=float(v)) for v in range(30)], "summaryCSV": "a" * 9000}
+    out = bounded_status(big, "b-run-1")
+    assert len(json.dumps(out)) <= MAX_STATUS_BYTES
+    assert out["summaryCSV"].startswith("(too large for status: see ConfigMap b-run-1")
+    assert all("shardLoad" not in p and p["ott"] == 1234.5 and p["replicas"] == 64
+               for p in out["points"])
+    assert "shardLoad" in big["points"][0]  # the caller's patch is not changed
