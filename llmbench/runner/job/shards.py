@@ -358,6 +358,9 @@ class _LeaderAttempt(_Attempt):
         others = [str(i) for i in range(1, c.replicas)]
         prev = _loads((await asyncio.to_thread(c.read)).get(shard_key(self.name, "start")))
         self.attempt = int(prev["attempt"]) + 1 if prev else 0
+        if prev is not None and len(self.repeated) < self.attempt:
+            # an earlier process of shard 0 started that attempt and died with its records
+            self.repeated.append(f"attempt {prev['attempt']}: shard 0 restarted")
         prev_boots = (prev or {}).get("boots", {})
 
         def ready(data: dict[str, str]) -> bool | None:

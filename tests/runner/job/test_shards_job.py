@@ -229,3 +229,35 @@ def test_shards_ready_at_different_times_start_each_point_together(
         assert shards.barrier_wait_ms is not None and shards.barrier_wait_ms >= 900  # the lead
         firsts = [s.first_send_ms for s in shards.shards]
         assert all(f is not None and f < 250 for f in firsts)
+
+
+def test_a_killed_leader_resumes_and_the_followers_follow_it(
+    sim_url: str, tmp_path: Path
+) -> None:
+    """Shard 0 dies mid-point: its replacement resumes from the store, the point runs again
+    with every shard, and each request of the published point is counted once."""
+    store = seed_store(tmp_path / "store", sim_url,
+                       spec(sim_url, 3, count=45, warmup=0, values=(3.0, 6.0), osl=40))
+    procs = [start_shard(tmp_path, i) for i in range(3)]
+    first = "llmbench-sim-openai-chat-concurrency3"
+    key = shard_key(first, "start")
+    deadline = time.monotonic() + 120
+    while key not in store.read():
+        assert time.monotonic() < deadline, "the first point never started"
+        assert all(p.poll() is None for p in procs)
+        time.sleep(0.05)
+    time.sleep(1.6)  # mid-load
+    assert procs[0].poll() is None
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].wait()
+    procs[0] = start_shard(tmp_path, 0, tag="-restarted")
+    wait_all(procs, tmp_path)
+    p1 = point_of(store, first)
+    assert p1.shards is not None and p1.shards.attempts == 2
+    assert p1.shards.repeated == ["attempt 0: shard 0 restarted"]
+    assert p1.request_count.avg == 45 and p1.window.measured_requests == 45
+    assert point_of(store).request_count.avg == 45
+    digest = RunDigest.model_validate_json(store.read()[DIGEST_KEY])
+    assert digest.finished and not digest.failed and digest.done == 2
+    assert [p.repeated for p in digest.points] == [1, None]
+    assert not [k for k in store.read() if k.startswith(SHARD_PREFIX)]
