@@ -187,7 +187,15 @@ class Connection(asyncio.Protocol):
         if timeout is not None:
             self._timeout = timeout
             self._timer = self._loop.call_later(timeout, self._on_timeout)
-        self.transport.write(payload)
+        if not self.usable:  # its close already reported: nothing can be sent on it
+            self._fail("disconnect", "connection closed before the request was sent")
+            return
+        try:
+            self.transport.write(payload)
+        except RuntimeError as exc:
+            # uvloop raises on a transport closed under us whose close the loop has not yet
+            # reported (asyncio drops the write): the server went away, not the run
+            self._fail("disconnect", f"connection closed before the request was sent: {exc}")
 
     def abort(self, kind: str = "interrupted", message: str = "the run stopped") -> None:
         """Drops the connection; an exchange still running ends with ``kind`` (never later

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmbench.runner.client.transport import Target, dechunk
+from llmbench.runner.client import eventloop
+from llmbench.runner.client.transport import Client, Exchange, Target, dechunk
 
 
 def _chunked(payloads: list[bytes]) -> bytes:
@@ -74,3 +78,37 @@ def test_target_builds_paths_and_host_headers() -> None:
     assert req.endswith(b"Content-Length: 2\r\n\r\n{}")
     v1 = Target.from_url("https://api.example.test/v1", "/v1/completions")
     assert (v1.port, v1.path, v1.tls) == (443, "/v1/completions", True)
+
+
+@pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
+def test_a_request_on_a_connection_the_server_closed_is_a_disconnect_not_a_crash(
+    kind: str,
+) -> None:
+    """A keep-alive connection can close between being picked and being written to (a server
+    killed mid-run); uvloop then raises on write. The exchange must end as a counted error."""
+
+    async def main() -> Exchange:
+        async def serve(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            w.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = Client(Target.from_url(f"http://127.0.0.1:{port}", "/v1/completions"))
+        conn = await client.connect()
+        for _ in range(200):  # until the loop has seen the close (bounded: 2 s)
+            if not conn.usable:
+                break
+            await asyncio.sleep(0.01)
+        ex = Exchange()
+        conn.start(b"POST /v1/completions HTTP/1.1\r\n\r\n", ex, 5.0)
+        assert ex.done is not None
+        await asyncio.wait_for(ex.done, 5)
+        client.close()
+        server.close()
+        await server.wait_closed()
+        return ex
+
+    ex = eventloop.run(main(), kind)
+    assert ex.error == "disconnect"
+    assert ex.error_message is not None
+    assert ex.error_message.startswith("connection closed before the request was sent")
