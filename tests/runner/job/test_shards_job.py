@@ -183,26 +183,36 @@ def test_three_shards_measure_what_one_runner_measures(sim_url: str, tmp_path: P
         assert follower.request_count.avg == 30
 
 
-def test_a_killed_shard_rejoins_and_the_point_is_repeated_not_double_counted(
-    sim_url: str, tmp_path: Path
-) -> None:
+FIRST = "llmbench-sim-openai-chat-concurrency3"
+
+
+def killed_mid_point(sim_url: str, tmp_path: Path, victim: int) -> DirStore:
+    """Three shards sweep concurrency 3 and 6 (45 requests each); shard ``victim`` is
+    SIGKILLed mid-load of the first point and started again with its index, as the Job's
+    retry would be. Returns the store once every shard has exited 0."""
     store = seed_store(tmp_path / "store", sim_url,
                        spec(sim_url, 3, count=45, warmup=0, values=(3.0, 6.0), osl=40))
     procs = [start_shard(tmp_path, i) for i in range(3)]
-    first = "llmbench-sim-openai-chat-concurrency3"
-    key = shard_key(first, "start")
+    key = shard_key(FIRST, "start")
     deadline = time.monotonic() + 120
     while key not in store.read():
         assert time.monotonic() < deadline, "the first point never started"
         assert all(p.poll() is None for p in procs)
         time.sleep(0.05)
-    time.sleep(1.6)  # the start instant is 1 s ahead: shard 2 is mid-load now
-    assert procs[2].poll() is None
-    procs[2].send_signal(signal.SIGKILL)
-    procs[2].wait()
-    procs[2] = start_shard(tmp_path, 2, tag="-restarted")  # the Job's retry, same index
+    time.sleep(1.6)  # the start instant is 1 s ahead: the shards are mid-load now
+    assert procs[victim].poll() is None
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    procs[victim] = start_shard(tmp_path, victim, tag="-restarted")
     wait_all(procs, tmp_path)
-    p1 = point_of(store, first)
+    return store
+
+
+def test_a_killed_shard_rejoins_and_the_point_is_repeated_not_double_counted(
+    sim_url: str, tmp_path: Path
+) -> None:
+    store = killed_mid_point(sim_url, tmp_path, 2)
+    p1 = point_of(store, FIRST)
     assert p1.shards is not None
     assert p1.shards.attempts == 2 and "shard 2 restarted" in p1.shards.repeated[0]
     assert p1.request_count.avg == 45 and p1.window.measured_requests == 45  # not 45 + more
@@ -236,23 +246,8 @@ def test_a_killed_leader_resumes_and_the_followers_follow_it(
 ) -> None:
     """Shard 0 dies mid-point: its replacement resumes from the store, the point runs again
     with every shard, and each request of the published point is counted once."""
-    store = seed_store(tmp_path / "store", sim_url,
-                       spec(sim_url, 3, count=45, warmup=0, values=(3.0, 6.0), osl=40))
-    procs = [start_shard(tmp_path, i) for i in range(3)]
-    first = "llmbench-sim-openai-chat-concurrency3"
-    key = shard_key(first, "start")
-    deadline = time.monotonic() + 120
-    while key not in store.read():
-        assert time.monotonic() < deadline, "the first point never started"
-        assert all(p.poll() is None for p in procs)
-        time.sleep(0.05)
-    time.sleep(1.6)  # mid-load
-    assert procs[0].poll() is None
-    procs[0].send_signal(signal.SIGKILL)
-    procs[0].wait()
-    procs[0] = start_shard(tmp_path, 0, tag="-restarted")
-    wait_all(procs, tmp_path)
-    p1 = point_of(store, first)
+    store = killed_mid_point(sim_url, tmp_path, 0)
+    p1 = point_of(store, FIRST)
     assert p1.shards is not None and p1.shards.attempts == 2
     assert p1.shards.repeated == ["attempt 0: shard 0 restarted"]
     assert p1.request_count.avg == 45 and p1.window.measured_requests == 45
