@@ -757,8 +757,10 @@ async def finish_run(
         gen = status.get("observedGeneration")
         digest: RunDigest | None = None
         csv = None
-        try:
-            digest, csv = _digest(await k.get_configmap(namespace, run_name(name, run)))
+        cm: dict[str, Any] | None = None
+        try:  # one read: the digest, and the context with the Lease and the baseline
+            cm = await k.get_configmap(namespace, run_name(name, run))
+            digest, csv = _digest(cm)
         except NotFound:
             pass
         fields: dict[str, Any] = {
@@ -804,7 +806,7 @@ async def finish_run(
                 condition("Running", False, "Completed", f"run {run} finished", gen),
             ]
         verdict = next((c.status for c in conds if c.type == "MeasurementValid"), None)
-        context = await _run_context(namespace, name, run)
+        context = _context_of(cm)
         regressed = baselines.regressed_condition(
             run=run, failed=failed, valid=verdict, digest=digest,
             baseline=context.baseline if context is not None else None,
@@ -839,12 +841,19 @@ async def finish_run(
         await reconcile(namespace, name)
 
 
+def _context_of(cm: Mapping[str, Any] | None) -> RunContext | None:
+    """``context.json`` of a run's ConfigMap (None when the map or the key is gone)."""
+    try:
+        return RunContext.model_validate_json((cm or {})["data"][CONTEXT_KEY])
+    except (KeyError, TypeError, ValidationError):
+        return None
+
+
 async def _run_context(namespace: str, name: str, run: int) -> RunContext | None:
     """``context.json`` of run ``run`` (None when its ConfigMap or the key is gone)."""
     try:
-        cm = await kube().get_configmap(namespace, run_name(name, run))
-        return RunContext.model_validate_json(cm["data"][CONTEXT_KEY])
-    except (NotFound, KeyError, ValidationError):
+        return _context_of(await kube().get_configmap(namespace, run_name(name, run)))
+    except NotFound:
         return None
 
 

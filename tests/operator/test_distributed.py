@@ -23,18 +23,12 @@ from llmbench.operator.status import (
     runner_nodes,
     shard_conditions,
 )
+from tests.operator.test_build import BENCH as BUILD_BENCH
 
+# test_build's benchmark, with a slot for every shard (replicas up to 16 at concurrency 16)
 BENCH: dict[str, Any] = {
-    "apiVersion": "llmbench.io/v1alpha1",
-    "kind": "LLMBenchmark",
-    "metadata": {"name": "sweep", "namespace": "llm", "uid": "u-1", "generation": 1},
-    "spec": {
-        "target": {
-            "url": "http://10.0.0.5:8000",
-            "podSelector": {"matchLabels": {"app": "vllm"}},
-        },
-        "sweep": {"type": "concurrency", "values": [16, 32]},  # a slot for every shard
-    },
+    **BUILD_BENCH, "spec": {**BUILD_BENCH["spec"], "sweep": {"type": "concurrency",
+                                                             "values": [16, 32]}},
 }
 WHERE = Placement({"matchLabels": {"app": "vllm"}}, "llm", [])
 
