@@ -11,10 +11,12 @@ result all go through keys of that one object (listed in :mod:`llmbench.api.job`
    ``shard.<p>.start``: the attempt number, the ``boots`` taking part and a realtime instant
    :attr:`ShardTiming.lead_s` ahead; every shard (its workers too) begins on that instant;
 3. each follower packs its records (:func:`~llmbench.runner.load.shards.pack_records`) into
-   ``shard.<p>.rec.<attempt>.<i>``; shard 0 waits for all of them, moves them onto its clock
-   (one node: the shared monotonic clock, as is; across nodes: through each pod's realtime
-   offset, sampled once), merges them with its own, and the point is summarised, written and
-   scraped (telemetry: shard 0 only) exactly as a single runner's;
+   ``shard.<p>.rec.<attempt>.<i>``, in the same write as its ready key for a repeat (its last
+   write for the point: nothing can land after shard 0 removes the keys); shard 0 waits for
+   all of them, moves them onto its clock (one node: the shared monotonic clock, as is;
+   across nodes: through each pod's realtime offset, sampled once), merges them with its
+   own, and the point is summarised, written and scraped (telemetry: shard 0 only) exactly
+   as a single runner's;
 4. followers take the merged result from the store (``checkpoint.json`` names the point, its
    ``point.<name>.json`` holds it), so every pod's sweep takes the same decisions (stop after
    the knee, stop on a failed point) without computing them apart;
@@ -267,8 +269,9 @@ class Coordinator:
         self, name: str, cfg: ProfileConfig, stop: asyncio.Event
     ) -> ProfileResult:
         after = -1
+        ready_t: int | None = None
         while True:
-            attempt = _FollowerAttempt(self, name, stop, after)
+            attempt = _FollowerAttempt(self, name, stop, after, ready_t)
             try:
                 pr = await run_profile(cfg, stop=stop, shard=attempt, write=False)
             except _Stopped:
@@ -285,7 +288,7 @@ class Coordinator:
                 raise ProfileError(f"shard {self.shard}: {exc}") from None
             if stop.is_set():
                 return pr
-            after = attempt.attempt
+            after, ready_t = attempt.attempt, attempt.ready_t
             # the next round usually only learns that the point is done: no probe request
             # now, while shard 0's telemetry window may still be open (it would count it)
             cfg.preflight = False
@@ -510,18 +513,36 @@ class _LeaderAttempt(_Attempt):
 
 
 class _FollowerAttempt(_Attempt):
-    def __init__(self, coord: Coordinator, name: str, stop: asyncio.Event, after: int) -> None:
+    """``ready_t``: when the previous round's records went out with this shard's ready key for
+    the next attempt (None on a point's first round: :meth:`start` writes the key then).
+
+    Why the records carry the next ready key: a follower that wrote it only after its records
+    could do so after shard 0 had published the point and removed its ``shard.`` keys,
+    leaving a stray key behind; written with the records, it lands before shard 0 can merge.
+    """
+
+    def __init__(
+        self, coord: Coordinator, name: str, stop: asyncio.Event, after: int,
+        ready_t: int | None = None,
+    ) -> None:
         super().__init__(coord, name, stop)
         self.after = after
+        self.ready_t = ready_t
         self.t1 = 0
         self.t4 = 0
+
+    def ready_doc(self, after: int) -> dict[str, str]:
+        doc = {"boot": self.c.boot, "after": after, "t": self.t1, "node": self.c.node}
+        return {shard_key(self.name, "ready", str(self.c.shard)): json.dumps(doc)}
 
     async def start(self, load: LoadConfig) -> int | None:
         c = self.c
         me = str(c.shard)
-        self.t1 = _now()
-        doc = {"boot": c.boot, "after": self.after, "t": self.t1, "node": c.node}
-        await asyncio.to_thread(c.write, {shard_key(self.name, "ready", me): json.dumps(doc)})
+        if self.ready_t is None:
+            self.t1 = _now()
+            await asyncio.to_thread(c.write, self.ready_doc(self.after))
+        else:
+            self.t1 = self.ready_t
 
         def go(data: dict[str, str]) -> dict[str, Any] | None:
             ckpt = _loads(data.get(CHECKPOINT_KEY)) or {}
@@ -571,7 +592,9 @@ class _FollowerAttempt(_Attempt):
             "event_loop": load.event_loop, "calls": c.calls - self.calls0 + 1,
         }
         key = shard_key(self.name, "rec", self.attempt, c.shard)
-        await asyncio.to_thread(c.write, {key: json.dumps(doc, separators=(",", ":"))})
+        self.t1 = self.ready_t = _now()  # ready for a repeat, should shard 0 need one
+        updates = {key: json.dumps(doc, separators=(",", ":")), **self.ready_doc(self.attempt)}
+        await asyncio.to_thread(c.write, updates)
         return load
 
 

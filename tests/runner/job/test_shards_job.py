@@ -7,6 +7,7 @@ whose own records are the ground truth: what was sent, when, and how many were i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 from llmbench.api.job import (
+    CHECKPOINT_KEY,
     CONTEXT_KEY,
     DIGEST_KEY,
     ENV_SHARD_INDEX,
@@ -33,7 +35,13 @@ from llmbench.api.job import (
 )
 from llmbench.api.results import PointResult
 from llmbench.api.status import RunDigest
+from llmbench.runner.job.shards import Coordinator, ShardTiming
 from llmbench.runner.job.store import DirStore
+from llmbench.runner.load.engine import LoadConfig
+from llmbench.runner.load.workload import WorkloadConfig
+from llmbench.runner.point.config import ProfileConfig
+from llmbench.runner.point.metrics import summarize
+from llmbench.runner.point.profile import ProfileResult
 from tests.sim_process import running_sim
 
 REPO = Path(__file__).resolve().parents[3]
@@ -256,3 +264,52 @@ def test_a_killed_leader_resumes_and_the_followers_follow_it(
     assert digest.finished and not digest.failed and digest.done == 2
     assert [p.repeated for p in digest.points] == [1, None]
     assert not [k for k in store.read() if k.startswith(SHARD_PREFIX)]
+
+
+def test_a_follower_writes_nothing_for_a_point_after_its_records(
+    sim_url: str, tmp_path: Path
+) -> None:
+    """Shard 0 removes a point's ``shard.`` keys right after publishing it, so a follower
+    must not write to them once its records are in: a key it wrote later would be left
+    behind (CI once found ``shard.<p>.ready.1`` after a run). The test plays shard 0 by hand
+    against one in-process follower, so the order is the protocol's, not a race's."""
+    (tmp_path / "store").mkdir()
+    store = DirStore(tmp_path / "store")
+    follower = Coordinator(store, 1, 2, timing=ShardTiming(lead_s=0.3))
+    name = "p"
+    cfg = ProfileConfig(
+        url=sim_url, model="llmbench-sim", preflight=False, artifact_dir=tmp_path / "art" / name,
+        load=LoadConfig(concurrency=2, request_count=8),
+        workload=WorkloadConfig(synthetic_input_tokens_mean=16, output_tokens_mean=8,
+                                extra_inputs={"ignore_eos": True}),
+    )
+
+    def shard_keys() -> dict[str, str]:
+        return {k: v for k, v in store.read().items() if k.startswith(SHARD_PREFIX)}
+
+    def wait_for(key: str) -> None:
+        deadline = time.monotonic() + 60
+        while key not in store.read():
+            assert time.monotonic() < deadline, f"{key} never written"
+            time.sleep(0.02)
+
+    async def lead() -> ProfileResult:
+        task = asyncio.create_task(follower.run_point(cfg, asyncio.Event()))
+        await asyncio.to_thread(wait_for, shard_key(name, "ready", "1"))
+        start = {"attempt": 0, "at": time.time_ns() + int(0.3e9), "boots": {"1": follower.boot}}
+        store.write({shard_key(name, "start"): json.dumps(start)})
+        await asyncio.to_thread(wait_for, shard_key(name, "rec", 0, 1))
+        after_records = shard_keys()
+        ready = json.loads(after_records[shard_key(name, "ready", "1")])
+        assert ready["after"] == 0 and ready["boot"] == follower.boot  # ready for a repeat
+        await asyncio.sleep(0.5)  # the follower is polling for the outcome by now
+        assert shard_keys() == after_records
+        summary = summarize([], streaming=True)
+        store.write({point_key(name): summary.to_json(),
+                     CHECKPOINT_KEY: json.dumps({"points": {name: {"status": "done"}}})})
+        result = await asyncio.wait_for(task, 30)
+        assert shard_keys() == after_records  # nothing written after the records, ever
+        return result
+
+    result = asyncio.run(lead())
+    assert result.summary.request_count.avg == 0  # the published point, not its own share
