@@ -1,6 +1,7 @@
 """Several runner pods drive one sweep (``spec.runner.replicas``), on the project's control plane:
 the operator's Indexed Job, one pod per shard with its own ``JOB_COMPLETION_INDEX``, status that
-describes every shard, and a merged result that counts each request once.
+describes every shard, a merged result that counts each request once, and the same numbers
+as one runner pod gives against the same server.
 
 The shards' coordination and merge are the runner's (``llmbench.runner.load.shards``); this
 module checks what a user sees of it through the operator.
@@ -9,6 +10,9 @@ module checks what a user sees of it through the operator.
 from __future__ import annotations
 
 import json
+import threading
+import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -107,3 +111,74 @@ def test_a_name_too_long_for_an_indexed_job_fails_the_run_with_the_reason(
     assert (accepted["status"], accepted["reason"]) == ("False", "InvalidSpec")
     assert "at most 61" in accepted["message"] and "metadata.name" in accepted["message"]
     assert k8s.get("job", f"{name}-run-1", namespace) is None
+
+
+class RunningPeak:
+    """The most requests the inference server reported running at once, sampled from its own
+    ``vllm:num_requests_running`` gauge every 10 ms (bounded: stops by itself after 300 s)."""
+
+    def __init__(self, target: Target) -> None:
+        self.url = f"{target.url}/metrics"
+        self.peak = 0.0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def __enter__(self) -> RunningPeak:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+    def sample(self) -> None:
+        deadline = time.monotonic() + 300
+        while not self.done.is_set() and time.monotonic() < deadline:
+            with urllib.request.urlopen(self.url, timeout=5) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith("vllm:num_requests_running"):
+                        self.peak = max(self.peak, float(line.rsplit(" ", 1)[1]))
+            self.done.wait(0.01)
+
+
+def test_three_runner_pods_measure_what_one_runner_measures(
+    k8s: Any, namespace: str, operator: Operator  # noqa: F811
+) -> None:
+    """Same seed, same server: one point at concurrency 6 from one runner pod, then from three.
+    The requests are the same ones (same count, same input and output token totals), the
+    server never had more than 6 in flight, and the latencies agree within run-to-run noise."""
+    target = Target(k8s, namespace)
+    target.deploy()
+    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    exports: dict[int, dict[str, Any]] = {}
+    peaks: dict[int, float] = {}
+    for replicas in (1, 3):
+        name = f"same-{replicas}"
+        with RunningPeak(target) as peak:
+            k8s.apply(benchmark(
+                name, namespace, ref,
+                telemetry={"dcgm": "off", "serverMetrics": "off"},
+                workload={"inputTokens": {"mean": 32, "stddev": 8},
+                          "outputTokens": {"mean": 24}, "seed": 5,
+                          "extraInputs": {"ignore_eos": True}},
+                load={"requestCount": 36, "warmupRequestCount": 0},
+                sweep={"type": "concurrency", "values": [6]},
+                runner={"replicas": replicas, "requests": {"cpu": "100m", "memory": "128Mi"}},
+            ))
+            st = wait_phase(k8s, namespace, name, operator, ("Succeeded", "Failed"), 300)
+        assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+        peaks[replicas] = peak.peak
+        cm = k8s.get("configmap", f"{name}-run-1", namespace)
+        (exports[replicas],) = [json.loads(v) for k, v in cm["data"].items()
+                                if k.startswith(POINT_PREFIX) and k.endswith(".json")]
+    one, three = exports[1], exports[3]
+    assert one["request_count"]["avg"] == three["request_count"]["avg"] == 36
+    for metric in ("input_sequence_length", "output_sequence_length"):  # equal token totals
+        assert three[metric]["avg"] == pytest.approx(one[metric]["avg"], rel=1e-9), metric
+    assert one["output_sequence_length"]["avg"] == 24
+    # concurrency held at 6 in all (not 6 per pod), and more than one pod's 2 slots at once:
+    # the shards overlapped (sampling may miss the exact peak, so no lower bound of 6)
+    assert 3 <= peaks[3] <= 6 and peaks[1] <= 6, peaks
+    for metric in ("time_to_first_token", "inter_token_latency"):  # seen: within 5 %
+        a, b = one[metric]["avg"], three[metric]["avg"]
+        assert abs(b / a - 1) <= 0.35, (metric, a, b)
