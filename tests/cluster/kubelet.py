@@ -10,7 +10,14 @@ every pod bound to them as host processes:
   ``terminationMessagePath`` are files below it. There is no mount namespace: every
   ``mountPath`` / ``terminationMessagePath`` that appears in command, args or env values is
   rewritten to its host directory (write ``--out=/data/x`` and the process gets
-  ``--out=<poddir>/volumes/data/x``); ``LLMBENCH_POD_DIR`` names the pod directory;
+  ``--out=<poddir>/volumes/data/x``); a missing ``subPath`` directory is created;
+  ``LLMBENCH_POD_DIR`` names the pod directory;
+* ``persistentVolumeClaim`` volumes: the claim must be Bound to a PersistentVolume with
+  ``hostPath.path`` or ``local.path``; that host directory (created if missing) is the volume,
+  shared by every pod that mounts the claim. Until then no container starts: they stay Waiting
+  (``ContainerCreating``, the message names the claim) and the kubelet looks again (1 s,
+  doubling to 5 s) until the claim is usable or the pod is deleted. ``readOnly`` is not
+  enforced;
 * a pod running under a service account (``automountServiceAccountToken`` not false) gets a
   token from the TokenRequest API bound to the pod, written as a kubeconfig
   (``KUBECONFIG``) plus ``<poddir>/serviceaccount/{token,ca.crt,namespace}`` (also the
@@ -284,6 +291,7 @@ class PodRunner:
         self.done = False
         self.start_time = now()
         self.wake = threading.Event()
+        self.claim_dirs: dict[str, Path] = {}  # volume name -> host dir of its PVC's PV
         self.thread = threading.Thread(target=self._run, name=f"pod-{self.name}", daemon=True)
 
     # ------------------------------------------------------------------ setup
@@ -294,7 +302,7 @@ class PodRunner:
         vol_dirs: dict[str, Path] = {}
         sa_dir = None
         for v in spec.get("volumes", []) or []:
-            d = self.dir / "volumes" / v["name"]
+            d = self.claim_dirs.get(v["name"]) or self.dir / "volumes" / v["name"]
             d.mkdir(parents=True, exist_ok=True)
             vol_dirs[v["name"]] = d
             if "configMap" in v or "secret" in v:
@@ -371,6 +379,72 @@ class PodRunner:
             rewrites[SA_MOUNT] = str(sa_dir)
         self.vol_dirs = vol_dirs
         return rewrites, env
+
+    def _claim_dir(self, claim: str) -> tuple[Path | None, str]:
+        """The host directory of a Bound claim's hostPath/local PV (created), else (None, why)."""
+        try:
+            pvc = self.api.get(f"/api/v1/namespaces/{self.ns}/persistentvolumeclaims/{claim}")
+        except ApiError as e:
+            if e.code == 404:
+                return None, f'persistentvolumeclaim "{claim}" not found'
+            raise
+        phase = (pvc.get("status") or {}).get("phase", "Pending")
+        pv_name = (pvc.get("spec") or {}).get("volumeName")
+        if phase != "Bound" or not pv_name:
+            return None, f'persistentvolumeclaim "{claim}" is not bound (phase {phase})'
+        pv = self.api.get(f"/api/v1/persistentvolumes/{pv_name}")
+        spec = pv.get("spec") or {}
+        path = (spec.get("hostPath") or {}).get("path") or (spec.get("local") or {}).get("path")
+        if not path:
+            return None, (
+                f'persistentvolumeclaim "{claim}": persistentvolume "{pv_name}" has neither '
+                "hostPath nor local path (the process kubelet mounts only those)"
+            )
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        return d, ""
+
+    def _wait_for_claims(self) -> bool:
+        """Resolves every persistentVolumeClaim volume to its host directory. Until all are
+        usable the containers stay Waiting with the reason; False if the pod goes away first."""
+        spec = self.pod["spec"]
+        claims = {
+            v["name"]: v["persistentVolumeClaim"]["claimName"]
+            for v in spec.get("volumes", []) or []
+            if "persistentVolumeClaim" in v
+        }
+        backoff, shown = 1.0, ""
+        while claims:
+            why = ""
+            for vol, claim in list(claims.items()):
+                try:
+                    d, why = self._claim_dir(claim)
+                except (ApiError, httpx.HTTPError, OSError) as exc:
+                    d, why = None, f'persistentvolumeclaim "{claim}": {exc}'[:500]
+                if d is None:
+                    break
+                self.claim_dirs[vol] = d
+                del claims[vol]
+            if not claims:
+                break
+            if why != shown:
+                shown = why
+                log(f"pod {self.ns}/{self.name}: waiting for volume: {why}")
+                msg = f"process kubelet: unable to mount volumes: {why}"
+                waiting = {"waiting": {"reason": "ContainerCreating", "message": msg}}
+                with self.lock:
+                    for c in spec.get("initContainers", []) or []:
+                        self.init_status[c["name"]] = self._cs(c, waiting)
+                    for c in spec["containers"]:
+                        self.status[c["name"]] = self._cs(c, waiting)
+                self.report()
+            if self.wake.wait(backoff) or self.terminating:
+                return False
+            backoff = min(backoff * 2, 5.0)
+        with self.lock:  # back to the default Waiting states
+            self.status.clear()
+            self.init_status.clear()
+        return True
 
     def _fill_keys(self, v: dict, d: Path) -> None:
         if "configMap" in v:
@@ -505,7 +579,10 @@ class PodRunner:
         for vm in c.get("volumeMounts", []) or []:
             d = self.vol_dirs.get(vm["name"])
             if d is not None and vm["mountPath"] != SA_MOUNT:
-                rewrites[vm["mountPath"]] = str(d / vm.get("subPath", "")).rstrip("/")
+                target = d / vm.get("subPath", "")
+                if not target.exists():  # like a real kubelet: a missing subPath becomes a dir
+                    target.mkdir(parents=True, exist_ok=True)
+                rewrites[vm["mountPath"]] = str(target).rstrip("/")
         tm = c.get("terminationMessagePath") or "/dev/termination-log"
         cdir = self.dir / "containers" / c["name"]
         cdir.mkdir(parents=True, exist_ok=True)
@@ -565,6 +642,8 @@ class PodRunner:
     def _lifecycle(self) -> None:
         spec = self.pod["spec"]
         self.report()
+        if not self._wait_for_claims():
+            return
         rewrites, base_env = self._prepare()
         policy = spec.get("restartPolicy", "Always")
         # init containers, in order

@@ -305,3 +305,136 @@ def test_indexed_job_pods_get_their_completion_index(k8s, namespace):
         assert out == [index, index, "True"], (p["metadata"]["name"], out)
         seen.add(index)
     assert seen == {"0", "1", "2"}
+
+
+BUSYBOX = "busybox:1.36"
+
+
+def hostpath_pv(name: str, path: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": path},
+        },
+    }
+
+
+def claim_for(name: str, namespace: str, pv: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "storageClassName": "",
+            "volumeName": pv,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
+def claim_pod(name: str, namespace: str, claim: str, script: str, **mount) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+            "containers": [
+                {
+                    "name": "c",
+                    "image": BUSYBOX,
+                    "command": ["sh", "-c", script],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data", **mount}],
+                }
+            ],
+        },
+    }
+
+
+def wait_bound(k8s, namespace, claim):
+    def check():
+        pvc = k8s.get("pvc", claim, namespace)
+        return pvc if pvc and pvc.get("status", {}).get("phase") == "Bound" else None
+
+    return k8s.wait_for(f"PVC {claim} to be Bound", check, 60, diag=lambda: k8s.describe(namespace))
+
+
+def test_persistent_volume_claim_is_a_shared_host_directory(k8s, namespace, tmp_path):
+    pv, host = f"{namespace}-data", tmp_path / "pv"
+    try:
+        k8s.apply([hostpath_pv(pv, str(host)), claim_for("data", namespace, pv)])
+        wait_bound(k8s, namespace, "data")
+        k8s.apply(claim_pod("writer", namespace, "data", "echo hi > /data/x", subPath="a/b"))
+        pod = finished(k8s, namespace, "writer")
+        assert pod["status"]["phase"] == "Succeeded", pod["status"]
+        if k8s.local:  # the PV's hostPath is this machine's directory
+            assert (host / "a" / "b" / "x").read_text() == "hi\n"
+
+        # a claim that does not exist: nothing runs; the scheduler (or the kubelet) says why
+        k8s.apply(claim_pod("orphan", namespace, "no-such-claim", "echo never > /data/x"))
+
+        def names_the_claim():
+            st = (k8s.get("pod", "orphan", namespace) or {}).get("status", {})
+            assert st.get("phase", "Pending") == "Pending", st
+            msgs = [c.get("message", "") for c in st.get("conditions") or []]
+            msgs += [
+                (cs.get("state", {}).get("waiting") or {}).get("message", "")
+                for cs in st.get("containerStatuses") or []
+            ]
+            return any("no-such-claim" in m for m in msgs)
+
+        k8s.wait_for(
+            "pod orphan to report its missing claim",
+            names_the_claim,
+            30,
+            diag=lambda: k8s.describe(namespace),
+        )
+        k8s.kubectl("delete", "pod", "orphan", "-n", namespace, "--wait=false")
+        k8s.wait_for(
+            "pod orphan to be deleted", lambda: k8s.get("pod", "orphan", namespace) is None, 30
+        )
+        if k8s.local:
+            assert not (host / "x").exists()
+    finally:
+        k8s.kubectl("delete", "pv", pv, "--wait=false", "--ignore-not-found", check=False)
+
+
+def test_pod_on_a_node_waits_until_its_claim_is_bound(k8s, namespace, tmp_path):
+    """Bypassing the scheduler (spec.nodeName), the kubelet itself holds the containers until
+    the claim exists and is Bound, then runs the pod on the PV's directory."""
+    nodes = json.loads(k8s.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    node = next((n for n in nodes if not n["spec"].get("taints")), nodes[0])
+    pod = claim_pod("late", namespace, "late", "echo late > /data/x")
+    pod["spec"]["nodeName"] = node["metadata"]["name"]
+    k8s.apply(pod)
+
+    def held():
+        st = (k8s.get("pod", "late", namespace) or {}).get("status", {})
+        assert st.get("phase", "Pending") == "Pending", st
+        statuses = st.get("containerStatuses") or []
+        if not k8s.local:  # a real kubelet reports the missing claim in FailedMount events
+            return bool(statuses) and "waiting" in statuses[0]["state"]
+        waiting = (statuses[0]["state"].get("waiting") or {}) if statuses else {}
+        return 'persistentvolumeclaim "late" not found' in waiting.get("message", "")
+
+    k8s.wait_for("pod late to wait for its claim", held, 30, diag=lambda: k8s.describe(namespace))
+    pv, host = f"{namespace}-late", tmp_path / "pv"
+    try:
+        k8s.apply([hostpath_pv(pv, str(host)), claim_for("late", namespace, pv)])
+        wait_bound(k8s, namespace, "late")
+        done = finished(k8s, namespace, "late")
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        if k8s.local:
+            assert (host / "x").read_text() == "late\n"
+    finally:
+        k8s.kubectl("delete", "pod", "late", "-n", namespace, "--wait=false", check=False)
+        k8s.kubectl("delete", "pv", pv, "--wait=false", "--ignore-not-found", check=False)
