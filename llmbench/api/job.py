@@ -153,3 +153,6 @@ class RunContext(StatusModel):
         default=None, description="What to judge the run against (none: no verdict)."
     )
     no_baseline: str | None = Field(default=None, description="Why there is no baseline.")
+    artifacts: str | None = Field(
+        default=None, description="Where the run's folder is kept (spec.artifacts.pvc).",
+    )

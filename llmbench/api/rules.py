@@ -436,6 +436,11 @@ def _message(root: type[BaseModel], err: Mapping[str, Any]) -> list[tuple[str, s
         return [("", f"{raw!r}: must be less than {_number(ctx['lt'])}")]
     if kind == "finite_number":
         return [("", f"must be a finite number, got {raw!r}")]
+    if kind == "string_pattern_mismatch":  # the field's description says what is allowed
+        model, _ = _walk(root, loc[:-1])
+        info = _field_by_key(model, loc[-1]) if model is not None and loc else None
+        hint = f": {info.description}" if info is not None and info.description else ""
+        return [("", f"{raw!r} does not match {ctx['pattern']}{hint}")]
     if kind == "string_too_short":
         return [("", "must not be empty")]
     if kind == "string_too_long":

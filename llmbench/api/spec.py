@@ -127,7 +127,9 @@ __all__ = [
     "SWEEP_TYPES",
     "URL_PATTERN",
     "VERSION",
+    "Artifacts",
     "Cost",
+    "PvcArtifacts",
     "Load",
     "OutputTokens",
     "SecretKeyRef",
@@ -1219,6 +1221,35 @@ class Runner(ApiModel):
     )
 
 
+class PvcArtifacts(ApiModel):
+    """A PersistentVolumeClaim in the benchmark's namespace that keeps every run's files."""
+
+    claim_name: Str = Field(
+        min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The claim's name, in the benchmark's namespace (lowercase letters, "
+        "digits, '-' and '.'); it must exist, ReadWriteMany when runner pods of one run may "
+        "land on several nodes.",
+    )
+    sub_path: Str | None = Field(
+        default=None, min_length=1, max_length=512,
+        # every segment starts with a letter, digit, _ or -: no "..", no absolute path
+        pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$",
+        description="A relative folder inside the volume under which <benchmark>/run-<n>/ "
+        "is written (segments of letters, digits, '.', '_' and '-', none starting with '.'); "
+        "default: the volume's root.",
+    )
+
+
+class Artifacts(ApiModel):
+    """Where a run's full artefacts go besides its results ConfigMap."""
+
+    pvc: PvcArtifacts | None = Field(
+        default=None,
+        description="Write each run's folder (per-request exports, per-point results, the "
+        "summary CSV and the HTML report, as llmbench analyze lays them out) to this claim.",
+    )
+
+
 _EMBEDDINGS = f"{_cel_value('self.target.endpointType', 'chat')} == 'embeddings'"
 _SWEEP_TYPE = _cel_value("self.sweep.type", "concurrency")
 _LOAD_MODE = _cel_value("self.load.mode", "concurrency")
@@ -1396,6 +1427,11 @@ class Spec(ApiModel):
         default_factory=Baseline,
         description="What each run is compared with for the Regressed condition, and the "
         "tolerances.",
+    )
+    artifacts: Artifacts = Field(
+        default_factory=Artifacts,
+        description="Full artefacts of each run on a volume (the results ConfigMap always "
+        "holds the figures).",
     )
 
     # The manifest's namespace is not part of the spec; kept beside it for Service DNS names.

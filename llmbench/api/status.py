@@ -240,6 +240,9 @@ class HistoryEntry(StatusModel):
         default=None, description="The measured settings' digest: runs with equal ones compare."
     )
     config_map: str | None = Field(default=None, description="The run's results ConfigMap.")
+    artifacts: str | None = Field(
+        default=None, description="The run's folder on spec.artifacts.pvc: pvc/<claim>/<path>.",
+    )
     message: str | None = None
 
 

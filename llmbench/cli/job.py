@@ -47,6 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"per-point GenAI-Perf folders and checkpoint (default {DEFAULT_ARTIFACT_DIR})",
     )
     p.add_argument(
+        "--persist-dir",
+        type=Path,
+        metavar="DIR",
+        help="shard 0 writes the run's folder here instead (a persistent volume), as "
+        "llmbench analyze lays it out, HTML report included",
+    )
+    p.add_argument(
         "--termination-log",
         type=Path,
         metavar="PATH",
@@ -90,4 +97,5 @@ def run(args: argparse.Namespace) -> int:
         )
         if termination_log is None:
             termination_log = DEFAULT_TERMINATION_LOG
-    return run_job(store, args.artifact_dir, termination_log=termination_log)
+    return run_job(store, args.artifact_dir, termination_log=termination_log,
+                   persist_dir=args.persist_dir)

@@ -261,6 +261,7 @@ class _Run:
     invalid_reasons: list[str] = field(default_factory=list)
     conditions: list[Condition] = field(default_factory=list)
     message: str | None = None
+    artifacts: str | None = None  # the run's folder on spec.artifacts.pvc
 
 
 def _status(obj: dict[str, Any]) -> BenchmarkStatus:
@@ -280,6 +281,8 @@ def _latest(obj: dict[str, Any], status: BenchmarkStatus) -> _Run:
         points=list(status.points), knee=status.knee, best=status.max_under_slo,
         summary_csv=status.summary_csv, source="status", raw=obj.get("status") or {},
         conditions=list(status.conditions), message=status.message,
+        artifacts=(h.artifacts if status.run is not None and (h := _entry(status, status.run))
+                   else None),
     )
 
 
@@ -314,6 +317,7 @@ def _from_configmap(cluster: _Cluster, name: str, status: BenchmarkStatus, run: 
         valid=digest.valid if entry is None or entry.valid is None else entry.valid,
         invalid_reasons=list(digest.invalid_reasons),
         message=digest.failed or (entry.message if entry is not None else None),
+        artifacts=entry.artifacts if entry is not None else None,
     )
 
 
@@ -410,6 +414,8 @@ def _print_run(console: Console, namespace: str, name: str, run: _Run) -> None:
             console.print(f"[yellow]{c.type}=False[/yellow] {c.reason}: {c.message}")
     if run.message:
         console.print(f"message: {run.message}")
+    if run.artifacts:
+        console.print(f"artefacts: {run.artifacts}")
 
 
 def _print_history(console: Console, namespace: str, name: str, status: BenchmarkStatus) -> None:

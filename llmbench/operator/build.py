@@ -35,6 +35,8 @@ from llmbench.api.status import StackStatus, dump
 __all__ = [
     "ARTIFACT_DIR",
     "DEFAULT_RUNNER_IMAGE",
+    "PERSIST_MOUNT",
+    "artifacts_location",
     "INDEX_ANNOTATION",
     "REPLICAS_ANNOTATION",
     "LABEL_BENCHMARK",
@@ -68,6 +70,8 @@ RUNNER_CONTAINER = "runner"
 RUNNER_UID = 65532
 DEFAULT_RUNNER_IMAGE = "ghcr.io/llmbench/llmbench:0.1.0"
 ARTIFACT_DIR = "/results"
+#: Where ``spec.artifacts.pvc`` is mounted in the runner pod (its subPath, if any, is the root).
+PERSIST_MOUNT = "/artifacts"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: Exit codes of ``llmbench job`` that retrying cannot fix (bad spec, failed run).
 _FINAL_EXIT_CODES = [1, 2]
@@ -228,6 +232,18 @@ def tolerations(taints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def artifacts_location(spec: Spec, name: str, run: int) -> str | None:
+    """Where a run's folder lands on ``spec.artifacts.pvc``, for people: ``pvc/<claim>/
+    <subPath>/<benchmark>/run-<n>`` (None without a claim). One run per folder, named like
+    its results ConfigMap's run, so a run's files are found from ``status.history``."""
+    pvc = spec.artifacts.pvc
+    if pvc is None:
+        return None
+    parts = ["pvc", pvc.claim_name, *([pvc.sub_path] if pvc.sub_path else []), name,
+             f"run-{run}"]
+    return "/".join(parts)
+
+
 def runner_job(
     benchmark: Mapping[str, Any],
     run: int,
@@ -239,8 +255,10 @@ def runner_job(
     """The one runner Job of a run (never a pod per point: see DESIGN.md "Result flow").
 
     The pod requests no GPU, runs as non-root with a read-only root filesystem, no
-    capabilities and the runtime's seccomp profile; it writes artefacts to an emptyDir and
-    gets the API key only through ``secretKeyRef``. Exit codes 1 and 2 (the run failed, the
+    capabilities and the runtime's seccomp profile; it writes artefacts to an emptyDir (with
+    ``spec.artifacts.pvc``, shard 0 writes its run folder to that claim instead, below
+    ``<subPath>/<benchmark>/run-<n>``: see :func:`artifacts_location`) and gets the API key
+    only through ``secretKeyRef``. Exit codes 1 and 2 (the run failed, the
     spec is unusable) fail the Job at once; anything else (a killed pod) is retried up to
     ``spec.runner.backoffLimit`` times and the retry resumes the sweep from the ConfigMap.
 
@@ -312,6 +330,14 @@ def runner_job(
         ],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    pvc = spec.artifacts.pvc
+    if pvc is not None:  # shard 0 writes the run's folder there (followers keep /results)
+        mount: dict[str, Any] = {"name": "artifacts", "mountPath": PERSIST_MOUNT}
+        if pvc.sub_path:
+            mount["subPath"] = pvc.sub_path
+        container["volumeMounts"].append(mount)
+        container["args"] += ["--persist-dir",
+                              f"{PERSIST_MOUNT}/{benchmark['metadata']['name']}/run-{run}"]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": name,
@@ -325,6 +351,10 @@ def runner_job(
         "containers": [container],
         "volumes": [{"name": "results", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
     }
+    if pvc is not None:
+        pod_spec["volumes"].append(
+            {"name": "artifacts", "persistentVolumeClaim": {"claimName": pvc.claim_name}}
+        )
     aff = affinity(spec.placement, where)
     if aff is not None:
         pod_spec["affinity"] = aff

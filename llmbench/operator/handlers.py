@@ -42,6 +42,7 @@ from llmbench.operator.build import (
     MANAGED_BY,
     REPLICAS_ANNOTATION,
     Placement,
+    artifacts_location,
     holder_identity,
     run_objects,
     run_problem,
@@ -545,6 +546,7 @@ async def _ensure_run(body: dict[str, Any], run: int, generation: int) -> str:
         target_namespace=resolved.namespace,
         baseline=judged_by,
         no_baseline=no_baseline,
+        artifacts=artifacts_location(spec, name, run),
     )
     stack = stack_snapshot(resolved.pods, resolved.nodes, urls)
     taints = [t for n in resolved.nodes for t in (n.get("spec") or {}).get("taints") or []]
@@ -825,6 +827,7 @@ async def finish_run(
             config_map=run_name(name, run), message=str(fields["message"]),
             regressed=regressed.status == "True" if judged else None,
             spec_hash=status.get("specHash"),
+            artifacts=context.artifacts if context is not None else None,
         )
         limit = int((body.get("spec") or {}).get("historyLimit") or 30)
         fields["history"], dropped = with_history(status.get("history") or [], entry, limit)

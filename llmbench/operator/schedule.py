@@ -31,11 +31,12 @@ __all__ = [
     "rfc3339",
 ]
 
-#: Spec fields that say when to run and how to judge a run, not what to measure: changing
-#: them starts no run (and runs before and after the change stay comparable baselines).
+#: Spec fields that say when to run, how to judge a run and where to keep its files, not what
+#: to measure: changing them starts no run (and runs before and after the change stay
+#: comparable baselines).
 SCHEDULING_FIELDS = (
     "schedule", "timeZone", "suspend", "concurrencyPolicy", "startingDeadlineSeconds",
-    "historyLimit", "baseline",
+    "historyLimit", "baseline", "artifacts",
 )
 #: Ticks looked at after an outage before giving up counting (a per-minute schedule down for
 #: a week is 10080 ticks); only the latest one can run anyway.

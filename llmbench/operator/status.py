@@ -320,6 +320,7 @@ def history_entry(
     message: str,
     regressed: bool | None = None,
     spec_hash: str | None = None,
+    artifacts: str | None = None,
 ) -> HistoryEntry:
     """One finished run as ``status.history`` lists it (figures rounded as status is)."""
     knee = digest.knee if digest is not None else None
@@ -337,6 +338,7 @@ def history_entry(
         regressed=regressed,
         spec_hash=spec_hash,
         config_map=config_map,
+        artifacts=artifacts,
         message=message[:256],
     )
 

@@ -313,6 +313,18 @@ INVALID = [
         "spec.load.requestRate: 0: must be greater than 0",
     ),
     Invalid(
+        "pattern: a sub path that climbs out of the volume",
+        {"target": URL, "artifacts": {"pvc": {"claimName": "files", "subPath": "runs/../.."}}},
+        "spec.artifacts.pvc.subPath in body should match",
+        "spec.artifacts.pvc.subPath: 'runs/../..' does not match",
+    ),
+    Invalid(
+        "pattern: a claim name that is not a DNS name",
+        {"target": URL, "artifacts": {"pvc": {"claimName": "Bench_Files"}}},
+        "spec.artifacts.pvc.claimName in body should match",
+        "spec.artifacts.pvc.claimName: 'Bench_Files' does not match",
+    ),
+    Invalid(
         "missing target",
         {"repetitions": 1},
         "spec.target: Required value",

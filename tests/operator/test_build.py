@@ -11,8 +11,10 @@ from llmbench.api import Spec
 from llmbench.api.job import CONTEXT_KEY, ENV_API_KEY, SPEC_KEY, RunContext, run_name
 from llmbench.operator.build import (
     LABEL_BENCHMARK,
+    RUNNER_UID,
     Placement,
     affinity,
+    artifacts_location,
     lease_name,
     run_objects,
     runner_job,
@@ -165,6 +167,31 @@ def test_runner_block_sets_deadline_retries_and_resources() -> None:
     assert c["image"] == "registry.local/llmbench:dev"
     rules = job["spec"]["podFailurePolicy"]["rules"]
     assert rules[0]["action"] == "FailJob" and rules[0]["onExitCodes"]["values"] == [1, 2]
+
+
+def test_an_artifacts_claim_is_mounted_and_the_runner_writes_its_run_folder_there() -> None:
+    s = spec(artifacts={"pvc": {"claimName": "bench-files", "subPath": "nightly"}})
+    pod = runner_job(BENCH, 3, s, WHERE)["spec"]["template"]["spec"]
+    assert {"name": "artifacts",
+            "persistentVolumeClaim": {"claimName": "bench-files"}} in pod["volumes"]
+    c = pod["containers"][0]
+    assert {"name": "artifacts", "mountPath": "/artifacts",
+            "subPath": "nightly"} in c["volumeMounts"]
+    args = c["args"]
+    assert args[args.index("--persist-dir") + 1] == "/artifacts/sweep/run-3"
+    # where status.history says the files are: the same folder, seen from the volume
+    assert artifacts_location(s, "sweep", 3) == "pvc/bench-files/nightly/sweep/run-3"
+    # still non-root; fsGroup makes the volume writable by the runner's group
+    assert pod["securityContext"]["fsGroup"] == RUNNER_UID
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    root = spec(artifacts={"pvc": {"claimName": "bench-files"}})
+    c = runner_job(BENCH, 3, root, WHERE)["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "artifacts", "mountPath": "/artifacts"} in c["volumeMounts"]
+    assert artifacts_location(root, "sweep", 3) == "pvc/bench-files/sweep/run-3"
+    plain = runner_job(BENCH, 3, spec(), WHERE)["spec"]["template"]["spec"]
+    assert "--persist-dir" not in plain["containers"][0]["args"]
+    assert [v["name"] for v in plain["volumes"]] == ["results", "tmp"]
+    assert artifacts_location(spec(), "sweep", 3) is None
 
 
 def test_the_lease_is_per_endpoint_and_names_its_holder() -> None:

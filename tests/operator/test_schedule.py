@@ -45,7 +45,8 @@ def test_scheduling_fields_do_not_change_what_is_measured() -> None:
     base = measured_hash(spec)
     for extra in ({"schedule": "@daily"}, {"suspend": True}, {"timeZone": "UTC"},
                   {"concurrencyPolicy": "Replace"}, {"historyLimit": 3},
-                  {"startingDeadlineSeconds": 60}):
+                  {"startingDeadlineSeconds": 60},
+                  {"artifacts": {"pvc": {"claimName": "files"}}}):
         assert measured_hash({**spec, **extra}) == base, extra
     assert measured_hash({**spec, "sweep": {"type": "concurrency", "range": "1:4"}}) != base
 

@@ -29,6 +29,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,24 @@ def collector_for_context(ctx: RunContext) -> TelemetryCollector | None:
     )
 
 
+def set_aside(folder: Path, *, fresh: bool, stamp: str) -> Path | None:
+    """Renames a non-empty ``folder`` to ``<folder>.replaced-<stamp>`` when the run is
+    ``fresh`` (its store holds no checkpoint); returns the new name, None when nothing moved.
+
+    Why: a persistent run folder outlives its benchmark, and a folder holding a checkpoint
+    would be resumed as if it were this run's.
+    """
+    if not fresh or not folder.is_dir() or not any(folder.iterdir()):
+        return None
+    target = folder.with_name(f"{folder.name}.replaced-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = folder.with_name(f"{folder.name}.replaced-{stamp}-{n}")
+    folder.rename(target)
+    return target
+
+
 class _Job:
     """One pod's run: the store, what it already holds, and the fallback channel."""
 
@@ -150,9 +169,11 @@ class _Job:
         artifact_dir: Path,
         termination_log: Path | None,
         runner_node: str | None,
+        persist_dir: Path | None = None,
     ) -> None:
         self.store = store
         self.artifact_dir = artifact_dir
+        self.persist_dir = persist_dir
         self.termination_log = termination_log
         self.runner_node = runner_node
         self.run = 1
@@ -197,6 +218,16 @@ class _Job:
             raise JobError(f"{where}: {exc}" if isinstance(exc, SpecError) else
                            f"{where} is not JSON: {exc}") from None
         self.tolerances = spec.baseline.tolerances.percentages()
+        if self.persist_dir is not None and (spec.runner.replicas <= 1 or self.shard == 0):
+            # a run folder on the volume that the store knows nothing of is not this run's
+            # (a benchmark deleted and made again under its name): kept aside, never resumed
+            moved = set_aside(self.persist_dir, fresh=CHECKPOINT_KEY not in data,
+                              stamp=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+            if moved is not None:
+                log.warning("%s held files of another run: moved to %s", self.persist_dir,
+                            moved)
+            self.artifact_dir = self.persist_dir
+            log.info("artefacts: %s", self.persist_dir)
         self.restore(data)
         return spec, ctx
 
@@ -283,6 +314,16 @@ class _Job:
         }
         return digest
 
+    def report(self) -> None:
+        """The HTML report and plots beside the persisted results, as ``llmbench analyze``
+        leaves them; a convenience, so a failure to draw only warns."""
+        from llmbench.runner.report.html import build_report  # matplotlib: only when asked
+
+        try:
+            log.info("report: %s", build_report(self.artifact_dir))
+        except Exception as exc:  # the CSV and JSON are the results
+            log.warning("report skipped: %s: %s", type(exc).__name__, exc)
+
     def terminate(self, digest: RunDigest) -> None:
         """Writes the digest, trimmed to the kubelet's limit, as the termination message."""
         if self.termination_log is None:
@@ -366,6 +407,8 @@ class _Job:
         digest = self.publish(result, finished=not result.interrupted)
         if coord is not None and not result.interrupted:
             coord.cleanup()
+        if self.persist_dir is not None and not self.follower and not result.interrupted:
+            self.report()
         if result.interrupted:
             log.warning("interrupted after %d of %d points; a new pod resumes from %s",
                         digest.done, digest.total, self.store)
@@ -384,8 +427,9 @@ async def _main(
     stop: asyncio.Event | None,
     runner_node: str | None,
     shard: int | None,
+    persist_dir: Path | None = None,
 ) -> int:
-    job = _Job(store, artifact_dir, termination_log, runner_node)
+    job = _Job(store, artifact_dir, termination_log, runner_node, persist_dir)
     undo: Callable[[], None] | None = None
     if stop is None:
         stop = asyncio.Event()
@@ -415,6 +459,7 @@ def run_job(
     stop: asyncio.Event | None = None,
     runner_node: str | None = None,
     shard: int | None = None,
+    persist_dir: Path | None = None,
 ) -> int:
     """Runs the sweep the store describes, writing results back to it; the exit code.
 
@@ -425,7 +470,10 @@ def run_job(
     ``stop`` ends the sweep early (tests); without one, SIGTERM and Ctrl-C do.
     ``runner_node`` defaults to ``$LLMBENCH_NODE_NAME`` (the downward API's ``spec.nodeName``).
     ``termination_log`` None writes no termination message (a local run).
+    ``persist_dir`` (``spec.artifacts.pvc``): shard 0's run folder, kept after the pod, with
+    the HTML report once the run ends; followers keep using ``artifact_dir``.
     """
     node = runner_node if runner_node is not None else os.environ.get(ENV_NODE_NAME) or None
     # uvloop where available, as `profile` and `analyze` measure (the runner pod is Linux).
-    return run_loop(_main(store, Path(artifact_dir), termination_log, stop, node, shard))
+    return run_loop(_main(store, Path(artifact_dir), termination_log, stop, node, shard,
+                          persist_dir))

@@ -40,9 +40,10 @@ from llmbench.api.job import (
 )
 from llmbench.api.results import PointResult, read_result, validate_result
 from llmbench.api.status import RunDigest
-from llmbench.runner.job.main import run_job
+from llmbench.runner.job.main import run_job, set_aside
 from llmbench.runner.job.store import ConfigMapStore, DirStore
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON, PROFILE_EXPORT
+from llmbench.runner.report.html import REPORT_HTML
 from llmbench.runner.sweep.analysis import ANALYZE_CSV
 from llmbench.runner.sweep.run import point_name
 from tests.sim_process import running_sim
@@ -342,3 +343,48 @@ def test_point_text_is_compact_and_sheds_series_over_budget() -> None:
     assert all(g.series.t_s == [] for g in back.telemetry.gpus.values())
     assert back.telemetry.gpu_rows() == summary.telemetry.gpu_rows()
     assert back.output_token_throughput == summary.output_token_throughput
+
+
+def test_a_persist_dir_gets_the_run_folder_as_analyze_lays_it_out(
+    sim_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``spec.artifacts.pvc``: the run's whole folder lands in the persist dir (the claim),
+    report included; a later fresh run under the same folder never resumes from it."""
+    monkeypatch.setenv(ENV_API_KEY, KEY)
+    keep = tmp_path / "pvc" / "b" / "run-2"
+    store = seed(tmp_path / "store", sim_url, (1, 2))
+    rc = run_job(store, tmp_path / "art", termination_log=None, stop=asyncio.Event(),
+                 persist_dir=keep)
+    assert rc == 0
+    data = store.read()
+    assert (keep / ANALYZE_CSV).read_text() == data[SUMMARY_KEY]
+    for name in NAMES[:2]:
+        assert read_result(PointResult, keep / name / GENAI_PERF_JSON) == validate_result(
+            PointResult, json.loads(data[point_key(name)]), "store")
+        assert (keep / name / PROFILE_EXPORT).stat().st_size > 0  # every request's record
+    assert "<html" in (keep / REPORT_HTML).read_text().lower()
+    assert not list(files_under(tmp_path / "art"))  # the emptyDir holds nothing of the run
+    assert_key_nowhere(keep)
+    # The benchmark is deleted and made again: run 2 again, a fresh store, the same folder.
+    mark = sim_next_id(sim_url)
+    again = seed(tmp_path / "store2", sim_url, (1,))
+    assert run_job(again, tmp_path / "art", termination_log=None, stop=asyncio.Event(),
+                   persist_dir=keep) == 0
+    assert sim_requests_since(sim_url, mark) == REQUESTS + WARMUP  # measured, not resumed
+    (old,) = keep.parent.glob("run-2.replaced-*")
+    assert (old / NAMES[1] / GENAI_PERF_JSON).exists()  # the first run's files, kept aside
+    assert sorted(p.name for p in keep.iterdir() if p.is_dir()) == [NAMES[0], "plots"]
+
+
+def test_set_aside_moves_only_a_foreign_folder(tmp_path: Path) -> None:
+    run = tmp_path / "run-1"
+    assert set_aside(run, fresh=True, stamp="T") is None  # nothing there
+    run.mkdir()
+    assert set_aside(run, fresh=True, stamp="T") is None  # empty: a fresh claim
+    (run / "checkpoint.json").write_text("{}")
+    assert set_aside(run, fresh=False, stamp="T") is None  # a resume: this run's own files
+    assert set_aside(run, fresh=True, stamp="T") == tmp_path / "run-1.replaced-T"
+    run.mkdir()
+    (run / "x").write_text("")
+    assert set_aside(run, fresh=True, stamp="T") == tmp_path / "run-1.replaced-T-2"
+    assert not run.exists()
