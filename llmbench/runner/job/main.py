@@ -221,8 +221,16 @@ class _Job:
         if self.persist_dir is not None and (spec.runner.replicas <= 1 or self.shard == 0):
             # a run folder on the volume that the store knows nothing of is not this run's
             # (a benchmark deleted and made again under its name): kept aside, never resumed
-            moved = set_aside(self.persist_dir, fresh=CHECKPOINT_KEY not in data,
-                              stamp=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+            try:
+                moved = set_aside(self.persist_dir, fresh=CHECKPOINT_KEY not in data,
+                                  stamp=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+                self.persist_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise JobError(
+                    f"spec.artifacts.pvc: cannot write {self.persist_dir} ({exc}); the claim "
+                    f"must be writable by the runner's uid/gid {os.getuid()}/{os.getgid()} "
+                    "(most volume types honour the pod's fsGroup; hostPath does not)"
+                ) from None
             if moved is not None:
                 log.warning("%s held files of another run: moved to %s", self.persist_dir,
                             moved)

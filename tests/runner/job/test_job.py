@@ -388,3 +388,16 @@ def test_set_aside_moves_only_a_foreign_folder(tmp_path: Path) -> None:
     (run / "x").write_text("")
     assert set_aside(run, fresh=True, stamp="T") == tmp_path / "run-1.replaced-T-2"
     assert not run.exists()
+
+
+def test_an_unwritable_persist_dir_fails_the_run_naming_the_field(tmp_path: Path) -> None:
+    blocker = tmp_path / "pvc"
+    blocker.write_text("a file where the claim's folder should be")
+    store = seed(tmp_path / "store", "http://127.0.0.1:9", (1,))
+    term = tmp_path / "termination-log"
+    rc = run_job(store, tmp_path / "art", termination_log=term, stop=asyncio.Event(),
+                 persist_dir=blocker / "b" / "run-2")
+    assert rc == 1
+    digest = RunDigest.model_validate_json(store.read()[DIGEST_KEY])
+    assert digest.failed is not None and digest.failed.startswith("spec.artifacts.pvc: cannot ")
+    assert "fsGroup" in digest.failed
