@@ -144,16 +144,17 @@ class RunningPeak:
 def test_three_runner_pods_measure_what_one_runner_measures(
     k8s: Any, namespace: str, operator: Operator  # noqa: F811
 ) -> None:
-    """Same seed, same server: one point at concurrency 6 from one runner pod, then from three.
-    The requests are the same ones (same count, same input and output token totals), the
-    server never had more than 6 in flight, and the latencies agree within run-to-run noise."""
+    """Same seed, same server: one point at concurrency 6 from one runner pod (twice, for its
+    run-to-run noise), then from three. The requests are the same ones (same count, same
+    input and output token totals), the server never had more than 6 in flight, and the
+    latencies of three pods differ from one pod's by no more than one pod's differ from
+    themselves (three times that noise, at least 25 %: a 2-core machine is noisy)."""
     target = Target(k8s, namespace)
     target.deploy()
     ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
-    exports: dict[int, dict[str, Any]] = {}
-    peaks: dict[int, float] = {}
-    for replicas in (1, 3):
-        name = f"same-{replicas}"
+    exports: dict[str, dict[str, Any]] = {}
+    peaks: dict[str, float] = {}
+    for name, replicas in (("one-a", 1), ("one-b", 1), ("three", 3)):
         with RunningPeak(target) as peak:
             k8s.apply(benchmark(
                 name, namespace, ref,
@@ -167,18 +168,20 @@ def test_three_runner_pods_measure_what_one_runner_measures(
             ))
             st = wait_phase(k8s, namespace, name, operator, ("Succeeded", "Failed"), 300)
         assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
-        peaks[replicas] = peak.peak
+        peaks[name] = peak.peak
         cm = k8s.get("configmap", f"{name}-run-1", namespace)
-        (exports[replicas],) = [json.loads(v) for k, v in cm["data"].items()
-                                if k.startswith(POINT_PREFIX) and k.endswith(".json")]
-    one, three = exports[1], exports[3]
+        (exports[name],) = [json.loads(v) for k, v in cm["data"].items()
+                            if k.startswith(POINT_PREFIX) and k.endswith(".json")]
+    one, again, three = exports["one-a"], exports["one-b"], exports["three"]
     assert one["request_count"]["avg"] == three["request_count"]["avg"] == 36
     for metric in ("input_sequence_length", "output_sequence_length"):  # equal token totals
         assert three[metric]["avg"] == pytest.approx(one[metric]["avg"], rel=1e-9), metric
     assert one["output_sequence_length"]["avg"] == 24
     # concurrency held at 6 in all (not 6 per pod), and more than one pod's 2 slots at once:
     # the shards overlapped (sampling may miss the exact peak, so no lower bound of 6)
-    assert 3 <= peaks[3] <= 6 and peaks[1] <= 6, peaks
+    assert 3 <= peaks["three"] <= 6 and max(peaks.values()) <= 6, peaks
     for metric in ("time_to_first_token", "inter_token_latency"):  # seen: within 5 %
-        a, b = one[metric]["avg"], three[metric]["avg"]
-        assert abs(b / a - 1) <= 0.35, (metric, a, b)
+        a, b, c = one[metric]["avg"], again[metric]["avg"], three[metric]["avg"]
+        single = (a + b) / 2
+        noise = abs(a - b) / single
+        assert abs(c / single - 1) <= max(3 * noise, 0.25), (metric, a, b, c)
