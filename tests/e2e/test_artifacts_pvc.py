@@ -36,8 +36,6 @@ def test_a_run_writes_its_folder_to_the_claim_and_status_names_it(
     k8s: Any, namespace: str, operator: Operator, tmp_path: Path,  # noqa: F811
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if not k8s.local:
-        pytest.skip("reads the PersistentVolume's hostPath, a directory of this machine")
     pv, host = f"{namespace}-files", tmp_path / "pv"
     try:
         target = Target(k8s, namespace)
@@ -63,14 +61,15 @@ def test_a_run_writes_its_folder_to_the_claim_and_status_names_it(
         assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
         folder = host / "nightly" / "kept" / "run-1"
         assert st["history"][-1]["artifacts"] == "pvc/bench-files/nightly/kept/run-1"
-        cm = k8s.get("configmap", "kept-run-1", namespace)
-        assert (folder / ANALYZE_CSV).read_text() == cm["data"][SUMMARY_KEY]
-        points = sorted(p for p in folder.iterdir() if (p / GENAI_PERF_JSON).exists())
-        assert len(points) == 2, sorted(folder.iterdir())
-        for p in points:  # every request's record, which the ConfigMap cannot hold
-            export = json.loads((p / PROFILE_EXPORT).read_text())
-            assert len(export["experiments"][0]["requests"]) == 12, p
-        assert (folder / REPORT_HTML).exists()
+        if k8s.local:  # the PV's hostPath is this machine's directory (CI's own cluster)
+            cm = k8s.get("configmap", "kept-run-1", namespace)
+            assert (folder / ANALYZE_CSV).read_text() == cm["data"][SUMMARY_KEY]
+            points = sorted(p for p in folder.iterdir() if (p / GENAI_PERF_JSON).exists())
+            assert len(points) == 2, sorted(folder.iterdir())
+            for p in points:  # every request's record, which the ConfigMap cannot hold
+                export = json.loads((p / PROFILE_EXPORT).read_text())
+                assert len(export["experiments"][0]["requests"]) == 12, p
+            assert (folder / REPORT_HTML).exists()
         capsys.readouterr()
         code = main(["results", "kept", "-n", namespace, "--kubeconfig", str(k8s.kubeconfig)])
         out = capsys.readouterr().out
