@@ -531,8 +531,8 @@ class _FollowerAttempt(_Attempt):
         self.t1 = 0
         self.t4 = 0
 
-    def ready_doc(self, after: int) -> dict[str, str]:
-        doc = {"boot": self.c.boot, "after": after, "t": self.t1, "node": self.c.node}
+    def ready_doc(self, after: int, t: int) -> dict[str, str]:
+        doc = {"boot": self.c.boot, "after": after, "t": t, "node": self.c.node}
         return {shard_key(self.name, "ready", str(self.c.shard)): json.dumps(doc)}
 
     async def start(self, load: LoadConfig) -> int | None:
@@ -540,7 +540,7 @@ class _FollowerAttempt(_Attempt):
         me = str(c.shard)
         if self.ready_t is None:
             self.t1 = _now()
-            await asyncio.to_thread(c.write, self.ready_doc(self.after))
+            await asyncio.to_thread(c.write, self.ready_doc(self.after, self.t1))
         else:
             self.t1 = self.ready_t
 
@@ -592,8 +592,10 @@ class _FollowerAttempt(_Attempt):
             "event_loop": load.event_loop, "calls": c.calls - self.calls0 + 1,
         }
         key = shard_key(self.name, "rec", self.attempt, c.shard)
-        self.t1 = self.ready_t = _now()  # ready for a repeat, should shard 0 need one
-        updates = {key: json.dumps(doc, separators=(",", ":")), **self.ready_doc(self.attempt)}
+        self.ready_t = _now()  # ready for a repeat, should shard 0 need one
+        # the ready key first: a folder store writes key by key, and shard 0 acts on the records
+        updates = {**self.ready_doc(self.attempt, self.ready_t),
+                   key: json.dumps(doc, separators=(",", ":"))}
         await asyncio.to_thread(c.write, updates)
         return load
 
