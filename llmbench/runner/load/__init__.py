@@ -1,1 +1,1 @@
-"""Load generation: closed- and open-loop slots, and the workload (prompts) they send."""
+"""Load generation: closed- and open-loop slots, multi-turn sessions, worker processes."""

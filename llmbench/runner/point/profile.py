@@ -23,7 +23,6 @@ import httpx
 from llmbench.api.results import ClientHealth, LoopStall, PointResult
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
-from llmbench.runner.load import workload as workload_mod
 from llmbench.runner.load.engine import (
     LoadConfig,
     LoadResult,
@@ -44,6 +43,7 @@ from llmbench.runner.point.stability import (
 )
 from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.summary import telemetry_section
+from llmbench.runner.workload import requests as workload_mod
 from llmbench.tokenizer import load_tokenizer
 
 log = logging.getLogger("llmbench.profile")

@@ -38,10 +38,10 @@ from llmbench.api.status import RunDigest
 from llmbench.runner.job.shards import Coordinator, ShardTiming
 from llmbench.runner.job.store import DirStore
 from llmbench.runner.load.engine import LoadConfig
-from llmbench.runner.load.workload import WorkloadConfig
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import summarize
 from llmbench.runner.point.profile import ProfileResult
+from llmbench.runner.workload.requests import WorkloadConfig
 from tests.sim_process import running_sim
 
 REPO = Path(__file__).resolve().parents[3]

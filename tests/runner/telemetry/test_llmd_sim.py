@@ -32,11 +32,11 @@ import httpx
 import pytest
 
 from llmbench.runner.load.engine import LoadConfig
-from llmbench.runner.load.workload import WorkloadConfig
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.profile import ProfileResult, run_profile
 from llmbench.runner.telemetry.collector import TelemetryCollector
 from llmbench.runner.telemetry.parse import metrics_urls
+from llmbench.runner.workload.requests import WorkloadConfig
 
 SIM_VERSION = os.environ.get("LLMBENCH_SIM_VERSION", "v0.10.2")
 MODEL = "llmd-test-model"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from llmbench.runner.load.workload import (
+from llmbench.runner.workload.requests import (
     HASH_BLOCK_TOKENS,
     PreparedRequest,
     WorkloadConfig,

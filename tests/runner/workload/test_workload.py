@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from stubs import JSONHandler
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from llmbench.runner.load.workload import (
+from llmbench.runner.workload.requests import (
     PreparedRequest,
     PromptBuilder,
     RequestCycle,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from llmbench.runner.load.workload import WorkloadConfig, build_requests
+from llmbench.runner.workload.requests import WorkloadConfig, build_requests
 from llmbench.tokenizer import default_tokenizer
 
 

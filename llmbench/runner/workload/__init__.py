@@ -1,0 +1,1 @@
+"""The workload: the request bodies a load point sends, prepared before the first send."""
