@@ -15,7 +15,7 @@ from llmbench.api import Spec
 from llmbench.runner.load.engine import LoadConfig, session_plan
 from llmbench.runner.point.artifacts import default_artifact_dir
 from llmbench.runner.point.stability import DEFAULT_STABILITY_PERCENTAGE, StabilityConfig
-from llmbench.runner.workload.requests import WorkloadConfig
+from llmbench.runner.workload.config import WorkloadConfig
 
 __all__ = ["ENDPOINT_PATHS", "ProfileConfig", "point_config"]
 

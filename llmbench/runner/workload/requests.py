@@ -29,36 +29,32 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from llmbench.runner.workload.config import WorkloadConfig
 from llmbench.tokenizer import Tokenizer, default_tokenizer
 
 __all__ = [
-    "ENDPOINT_TYPES",
     "HASH_BLOCK_TOKENS",
     "InputRow",
     "PreparedRequest",
     "PromptBuilder",
     "RequestCycle",
-    "WorkloadConfig",
     "build_requests",
     "build_session_turns",
     "conversation_tokens",
     "inputs_json",
-    "parse_extra_inputs",
     "read_input_file",
     "read_input_rows",
     "trace_schedule_ns",
     "write_inputs_json",
 ]
 
-ENDPOINT_TYPES = ("chat", "completions", "embeddings")
 
 # Independent random streams, so that e.g. changing --output-tokens-stddev does not change
 # the prompts, and prompt i is the same whatever --num-prompts is.
@@ -77,74 +73,6 @@ HASH_BLOCK_TOKENS = 512
 # Appended one at a time to close a small token deficit; nearly every tokenizer has each as
 # one token, and each candidate is checked, so a wrong guess only costs a call.
 _FILLERS = (" a", " I", " the", " of", " to", " and", ".", ",", " is", " in", "s", "!", "?")
-_NUMBER_RE = re.compile(r"[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?")
-
-
-@dataclass
-class WorkloadConfig:
-    """What to send; GenAI-Perf's flags and defaults.
-
-    ``model``, ``endpoint_type`` and ``streaming`` are usually filled in by the profile from
-    the target settings. ``output_tokens_mean=None`` (or ``<= 0``) sends no ``max_tokens``:
-    the server decides, as with GenAI-Perf's default of -1.
-    """
-
-    synthetic_input_tokens_mean: int = 550
-    synthetic_input_tokens_stddev: float = 0.0
-    output_tokens_mean: int | None = None
-    output_tokens_stddev: float = 0.0
-    output_tokens_mean_deterministic: bool = False
-    extra_inputs: dict[str, Any] = field(default_factory=dict)
-    input_file: str | Path | None = None
-    random_seed: int = 0
-    endpoint_type: str = "chat"
-    model: str = ""
-    streaming: bool = False
-    num_prompts: int = 100
-    #: Several models (GenAI-Perf's ``-m A B``): prompt i goes to one of them, by
-    #: ``model_selection_strategy`` (``round_robin``: i mod N; ``random``: seeded); empty
-    #: means every request goes to ``model``.
-    models: list[str] = field(default_factory=list)
-    model_selection_strategy: str = "round_robin"
-    #: GenAI-Perf's ``--num-prefix-prompts``: a pool of this many shared prefixes (0: none);
-    #: each synthetic prompt starts with one of them, picked with the seed.
-    num_prefix_prompts: int = 0
-    #: ``--prefix-prompt-length``: the exact token count of each prefix.
-    prefix_prompt_length: int = 100
-
-    def validate(self) -> None:
-        """Raise ``ValueError`` naming the flag of the first bad setting."""
-        if self.endpoint_type not in ENDPOINT_TYPES:
-            raise ValueError(
-                f"--endpoint-type {self.endpoint_type!r}: expected one of "
-                f"{', '.join(ENDPOINT_TYPES)}"
-            )
-        if self.synthetic_input_tokens_mean < 1:
-            raise ValueError("--synthetic-input-tokens-mean must be at least 1")
-        if not self.synthetic_input_tokens_stddev >= 0:
-            raise ValueError("--synthetic-input-tokens-stddev must be >= 0")
-        if not self.output_tokens_stddev >= 0:
-            raise ValueError("--output-tokens-stddev must be >= 0")
-        if self.output_tokens_mean_deterministic and not self._output_mean():
-            raise ValueError(
-                "--output-tokens-mean-deterministic needs --output-tokens-mean"
-            )
-        if self.num_prompts < 1:
-            raise ValueError("--num-prompts must be at least 1")
-        if self.random_seed < 0:
-            raise ValueError("--random-seed must be >= 0")
-        if self.num_prefix_prompts < 0:
-            raise ValueError("--num-prefix-prompts must be >= 0")
-        if self.num_prefix_prompts and self.prefix_prompt_length < 1:
-            raise ValueError("--prefix-prompt-length must be at least 1")
-        if self.num_prefix_prompts and self.input_file is not None:
-            raise ValueError(
-                "--num-prefix-prompts applies to synthetic prompts, not to --input-file"
-            )
-
-    def _output_mean(self) -> int | None:
-        mean = self.output_tokens_mean
-        return mean if mean is not None and mean > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,57 +115,6 @@ class RequestCycle:
     def __getitem__(self, i: int) -> PreparedRequest:
         """The request sent as number ``i`` (``i mod distinct``)."""
         return self._items[i % self._n]
-
-
-# -- --extra-inputs --------------------------------------------------------------------------
-
-
-def _parse_value(raw: str, item: str) -> Any:
-    if raw in ("true", "True", "TRUE"):
-        return True
-    if raw in ("false", "False", "FALSE"):
-        return False
-    if raw[:1] in ("{", "["):
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ValueError(
-                f"--extra-inputs {item!r}: the value looks like JSON but does not parse "
-                f"({exc.msg} at column {exc.colno})"
-            ) from None
-    if _NUMBER_RE.fullmatch(raw):
-        if re.fullmatch(r"[+-]?\d+", raw):
-            return int(raw)
-        value = float(raw)
-        if math.isfinite(value):
-            return value
-    return raw
-
-
-def parse_extra_inputs(items: Sequence[str]) -> dict[str, Any]:
-    """Parse ``--extra-inputs key:value`` items into a dict merged into every request body.
-
-    Values are typed the way GenAI-Perf users expect: ``true``/``false`` become booleans,
-    integers and decimals numbers, a value starting with ``{`` or ``[`` is parsed as JSON,
-    anything else stays a string. The split is at the first ``:``, so values may contain
-    colons (URLs). A later item overrides an earlier one with the same key.
-
-    Example::
-
-        parse_extra_inputs(["ignore_eos:true", "temperature:0.7", 'stop:["\\n"]'])
-        # -> {"ignore_eos": True, "temperature": 0.7, "stop": ["\\n"]}
-
-    Raises:
-        ValueError: naming ``--extra-inputs`` and the bad item.
-    """
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition(":")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"--extra-inputs {item!r}: expected KEY:VALUE, e.g. ignore_eos:true")
-        out[key] = _parse_value(raw.strip(), item)
-    return out
 
 
 # -- synthetic prompts -----------------------------------------------------------------------
@@ -787,7 +664,7 @@ def build_requests(
     cfg.validate()
     if count <= 0:
         return []
-    out_mean = cfg._output_mean() if cfg.endpoint_type != "embeddings" else None
+    out_mean = cfg.output_mean() if cfg.endpoint_type != "embeddings" else None
     prompts: list[str | list[dict[str, Any]]]
     file_outputs: list[int | None]
     reply_outputs: list[int | None]

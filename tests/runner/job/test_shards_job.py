@@ -41,7 +41,7 @@ from llmbench.runner.load.engine import LoadConfig
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import summarize
 from llmbench.runner.point.profile import ProfileResult
-from llmbench.runner.workload.requests import WorkloadConfig
+from llmbench.runner.workload.config import WorkloadConfig
 from tests.sim_process import running_sim
 
 REPO = Path(__file__).resolve().parents[3]

@@ -36,7 +36,7 @@ from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.profile import ProfileResult, run_profile
 from llmbench.runner.telemetry.collector import TelemetryCollector
 from llmbench.runner.telemetry.parse import metrics_urls
-from llmbench.runner.workload.requests import WorkloadConfig
+from llmbench.runner.workload.config import WorkloadConfig
 
 SIM_VERSION = os.environ.get("LLMBENCH_SIM_VERSION", "v0.10.2")
 MODEL = "llmd-test-model"

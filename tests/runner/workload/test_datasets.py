@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from llmbench.runner.workload.config import WorkloadConfig
 from llmbench.runner.workload.requests import (
     HASH_BLOCK_TOKENS,
     PreparedRequest,
-    WorkloadConfig,
     build_requests,
     read_input_file,
     read_input_rows,

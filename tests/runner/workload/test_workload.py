@@ -16,14 +16,13 @@ from hypothesis import strategies as st
 from stubs import JSONHandler
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+from llmbench.runner.workload.config import WorkloadConfig, parse_extra_inputs
 from llmbench.runner.workload.requests import (
     PreparedRequest,
     PromptBuilder,
     RequestCycle,
-    WorkloadConfig,
     build_requests,
     inputs_json,
-    parse_extra_inputs,
     read_input_file,
     write_inputs_json,
 )

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from llmbench.runner.workload.requests import WorkloadConfig, build_requests
+from llmbench.runner.workload.config import WorkloadConfig
+from llmbench.runner.workload.requests import build_requests
 from llmbench.tokenizer import default_tokenizer
 
 
