@@ -43,6 +43,7 @@ from llmbench.runner.point.stability import (
 )
 from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.summary import telemetry_section
+from llmbench.runner.workload import datasets
 from llmbench.runner.workload import requests as workload_mod
 from llmbench.tokenizer import load_tokenizer
 
@@ -359,7 +360,7 @@ async def run_profile(
         if wl.input_file is None:
             raise ProfileError("--fixed-schedule needs --input-file (a trace with timestamps)")
         offsets = await asyncio.to_thread(
-            workload_mod.trace_schedule_ns, wl.input_file, wl.endpoint_type
+            datasets.trace_schedule_ns, wl.input_file, wl.endpoint_type
         )
         cfg.load = replace(cfg.load, request_count=len(offsets), schedule_ns=tuple(offsets))
     total = expected_total(cfg.load)

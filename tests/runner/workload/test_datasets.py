@@ -14,14 +14,13 @@ from typing import Any
 import pytest
 
 from llmbench.runner.workload.config import WorkloadConfig
-from llmbench.runner.workload.requests import (
+from llmbench.runner.workload.datasets import (
     HASH_BLOCK_TOKENS,
-    PreparedRequest,
-    build_requests,
     read_input_file,
     read_input_rows,
     trace_schedule_ns,
 )
+from llmbench.runner.workload.requests import PreparedRequest, build_requests
 from llmbench.tokenizer import default_tokenizer
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "datasets"

@@ -17,13 +17,13 @@ from stubs import JSONHandler
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from llmbench.runner.workload.config import WorkloadConfig, parse_extra_inputs
+from llmbench.runner.workload.datasets import read_input_file
 from llmbench.runner.workload.requests import (
     PreparedRequest,
     PromptBuilder,
     RequestCycle,
     build_requests,
     inputs_json,
-    read_input_file,
     write_inputs_json,
 )
 from llmbench.tokenizer import HFTokenizer, ServerTokenizer, default_tokenizer
