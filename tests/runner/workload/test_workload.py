@@ -18,9 +18,9 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from llmbench.runner.workload.config import WorkloadConfig, parse_extra_inputs
 from llmbench.runner.workload.datasets import read_input_file
+from llmbench.runner.workload.prompts import PromptBuilder
 from llmbench.runner.workload.requests import (
     PreparedRequest,
-    PromptBuilder,
     RequestCycle,
     build_requests,
     inputs_json,
