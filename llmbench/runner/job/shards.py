@@ -55,13 +55,8 @@ from llmbench.api.job import (
 from llmbench.api.results import PointResult, Shards
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.job.store import ResultsStore, StoreError
-from llmbench.runner.load.engine import (
-    LoadConfig,
-    LoadResult,
-    Progress,
-    Stall,
-    merge_results,
-)
+from llmbench.runner.load.config import LoadConfig
+from llmbench.runner.load.engine import LoadResult, Progress, Stall, merge_results
 from llmbench.runner.load.shards import (
     pack_records,
     shard_config,

@@ -44,7 +44,8 @@ import numpy as np
 
 from llmbench.api.results import ShardLoad
 from llmbench.runner.client.records import RequestRecord
-from llmbench.runner.load.engine import LoadConfig, split_concurrency, worker_configs
+from llmbench.runner.load.config import LoadConfig
+from llmbench.runner.load.engine import split_concurrency, worker_configs
 
 __all__ = [
     "PACK_VERSION",

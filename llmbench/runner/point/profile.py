@@ -23,11 +23,10 @@ import httpx
 from llmbench.api.results import ClientHealth, LoopStall, PointResult
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
+from llmbench.runner.load.config import LoadConfig, expected_total
 from llmbench.runner.load.engine import (
-    LoadConfig,
     LoadResult,
     Progress,
-    expected_total,
     run_load,
     run_load_workers,
     session_plan,

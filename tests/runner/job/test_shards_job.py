@@ -37,7 +37,7 @@ from llmbench.api.results import PointResult
 from llmbench.api.status import RunDigest
 from llmbench.runner.job.shards import Coordinator, ShardTiming
 from llmbench.runner.job.store import DirStore
-from llmbench.runner.load.engine import LoadConfig
+from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import summarize
 from llmbench.runner.point.profile import ProfileResult

@@ -23,7 +23,8 @@ from scripted_server import (
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import engine
-from llmbench.runner.load.engine import LoadConfig, LoadResult, run_load, run_load_workers
+from llmbench.runner.load.config import LoadConfig
+from llmbench.runner.load.engine import LoadResult, run_load, run_load_workers
 from llmbench.runner.point.metrics import summarize
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'

@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
+from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.engine import (
-    LoadConfig,
     schedule_offsets,
     session_plan,
     split_concurrency,

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmbench.runner.client.records import RequestRecord
+from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.engine import (
-    LoadConfig,
     LoadResult,
     merge_results,
     schedule_offsets,

@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmbench.runner.load.engine import LoadConfig
+from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.profile import ProfileResult, run_profile
 from llmbench.runner.telemetry.collector import TelemetryCollector
