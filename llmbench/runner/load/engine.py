@@ -26,7 +26,7 @@ import signal
 import tempfile
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -40,6 +40,7 @@ from llmbench.runner.client import eventloop
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Client, Connection, Exchange, Target
+from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
 
 
@@ -182,32 +183,6 @@ async def watch_loop_lag(
         samples.append(lag / 1e6)
         if stalls is not None and lag >= stall_ns and len(stalls) < _MAX_STALLS:
             stalls.append((now - lag, now, thread_time_ns() - cpu))
-
-
-def schedule_offsets(cfg: LoadConfig) -> Iterator[int]:
-    """Send offsets (ns) of an open-loop schedule, without end: evenly spaced, or exponential
-    gaps (Poisson arrivals) from a generator seeded by ``--random-seed``.
-
-    Produced lazily, so a duration-bounded run at a high rate holds no schedule in memory.
-    A fixed schedule (``cfg.schedule_ns``) is sent as given, and ends with it.
-    """
-    if cfg.schedule_ns is not None:
-        yield from cfg.schedule_ns
-        return
-    assert cfg.request_rate and cfg.request_rate > 0
-    mean_gap = 1e9 / cfg.request_rate
-    if cfg.rate_mode == "poisson":
-        rng = np.random.default_rng(cfg.seed)
-        t = 0.0
-        while True:
-            yield int(t)
-            for gap in rng.exponential(mean_gap, 1024):
-                t += gap
-                yield int(t)
-    i = 0
-    while True:
-        yield int(cfg.phase_ns + i * mean_gap)
-        i += 1
 
 
 def connect_backoff_s(failures: int) -> float:
@@ -1035,4 +1010,3 @@ async def run_load_workers(
     merged = merge_results(results)
     progress.loop_lag_ms.extend(merged.loop_lag_ms)
     return merged
-

@@ -7,13 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
+from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import (
-    schedule_offsets,
-    session_plan,
-    split_concurrency,
-    split_indices,
-)
+from llmbench.runner.load.engine import session_plan, split_concurrency, split_indices
 
 
 def test_constant_schedule_is_evenly_spaced() -> None:

@@ -15,14 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmbench.runner.client.records import RequestRecord
+from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import (
-    LoadResult,
-    merge_results,
-    schedule_offsets,
-    split_indices,
-    worker_configs,
-)
+from llmbench.runner.load.engine import LoadResult, merge_results, split_indices, worker_configs
 from llmbench.runner.load.shards import (
     pack_records,
     shard_config,
