@@ -24,7 +24,7 @@ class RequestRecord:
     ``scheduled_ns`` is set only in request-rate mode: the gap to ``sent_ns`` is dispatch
     lag, the evidence that an overloaded client did not pass for a fast server.
     ``loop_stall_ms`` is set when the client's event loop stalled (see
-    ``llmbench.runner.load.engine.STALL_MS``) while the request was in flight: its reads were
+    ``llmbench.runner.load.stalls.STALL_MS``) while the request was in flight: its reads were
     stamped late by up to that much, so its timestamps are unreliable.
     ``session_id`` / ``turn`` are set only in multi-turn session runs: the session (0-based)
     and the turn within it (0-based); ``turn_delay_ms`` is the wait planned after this

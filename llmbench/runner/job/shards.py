@@ -56,7 +56,7 @@ from llmbench.api.results import PointResult, Shards
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import LoadResult, Progress, Stall, merge_results
+from llmbench.runner.load.engine import LoadResult, Progress, merge_results
 from llmbench.runner.load.shards import (
     pack_records,
     shard_config,
@@ -66,6 +66,7 @@ from llmbench.runner.load.shards import (
     start_spread_ms,
     unpack_records,
 )
+from llmbench.runner.load.stalls import Stall
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import summarize, window
