@@ -306,7 +306,7 @@ async def _main(
     point_options: dict[str, Any] | None = None,
 ) -> SweepResult:
     from llmbench.runner.load.config import expected_total
-    from llmbench.runner.load.engine import Progress
+    from llmbench.runner.load.result import Progress
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import show_progress, validity_lines
     from llmbench.runner.sweep.run import run_sweep

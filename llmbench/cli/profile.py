@@ -691,7 +691,7 @@ def _plots(directory: Path, console: Any) -> None:
 
 async def _main(cfg: Any, generate_plots: bool = False) -> int:
     from llmbench.runner.load.config import expected_total
-    from llmbench.runner.load.engine import Progress
+    from llmbench.runner.load.result import Progress
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import notes, results_table, show_progress, stderr_console
 

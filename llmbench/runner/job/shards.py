@@ -56,7 +56,7 @@ from llmbench.api.results import PointResult, Shards
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import LoadResult, Progress, merge_results
+from llmbench.runner.load.result import LoadResult, Progress, merge_results
 from llmbench.runner.load.shards import (
     pack_records,
     shard_config,

@@ -27,7 +27,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from time import perf_counter_ns
@@ -41,7 +41,8 @@ from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Client, Connection, Exchange, Target
 from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.stalls import Stall, mark_stalls, watch_loop_lag
+from llmbench.runner.load.result import LoadResult, Progress, merge_results
+from llmbench.runner.load.stalls import mark_stalls, watch_loop_lag
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,51 +89,6 @@ def session_plan(cfg: LoadConfig) -> SessionPlan:
         else:
             delays.append((max(0, round(cfg.session_turn_delay_mean_ms)),) * (t - 1))
     return SessionPlan(turns, tuple(delays))
-
-
-class Progress:
-    """Counters the progress display polls; plain ints, because the hot path only increments.
-
-    ``loop_lag_ms`` collects how late the event loop woke a periodic timer during the run: a
-    read waiting for a busy loop is stamped that much late, so this is the client's own
-    measure of how far it can be trusted. ``stalls`` are the wake-ups later than
-    :data:`STALL_MS`, as (start, end) ``perf_counter_ns`` intervals with the CPU time (ns)
-    the loop's thread used across them.
-    """
-
-    def __init__(self) -> None:
-        self.sent = 0
-        self.done = 0
-        self.errors = 0
-        self.loop_lag_ms: list[float] = []
-        self.stalls: list[tuple[int, int, int]] = []
-
-
-@dataclass(slots=True)
-class LoadResult:
-    """What one run of the load generator hands back besides the records.
-
-    ``unrecorded_errors``: measured requests that failed and were counted but not kept as
-    records (beyond ``error_records_kept`` per type).
-    ``stop_reason``: why the run ended before its budget (the target stayed unreachable).
-    ``retry_after_waits`` / ``retry_after_wait_s``: how often and how long (slot-seconds) the
-    slots held back because the target answered ``Retry-After``.
-    ``spilled_requests``: finished responses parked in a file because the buffer was full.
-    """
-
-    records: list[RequestRecord]
-    unrecorded_errors: dict[str, int] = field(default_factory=dict)
-    stop_reason: str | None = None
-    retry_after_waits: int = 0
-    retry_after_wait_s: float = 0.0
-    spilled_requests: int = 0
-    longest_stall: Stall | None = None
-    loop_lag_ms: list[float] = field(default_factory=list)
-    event_loop: str = "asyncio"
-    #: Session runs: the body each turn really sent (its history included), by request number.
-    sent_bodies: dict[int, bytes] = field(default_factory=dict)
-    #: Session runs: sessions ended early because a turn failed (no answer to continue from).
-    sessions_abandoned: int = 0
 
 
 #: Connect retries back off from the first to the last delay, doubling, with jitter so the
@@ -844,27 +800,6 @@ def worker_configs(cfg: LoadConfig, workers: int) -> list[LoadConfig]:
         )
         for w in range(workers)
     ]
-
-
-def merge_results(results: Sequence[LoadResult]) -> LoadResult:
-    """One result from the workers' results: records by send time, counts summed, the first
-    stop reason, the longest stall."""
-    records = sorted((r for part in results for r in part.records), key=lambda r: r.sent_ns)
-    unrecorded: Counter[str] = Counter()
-    for part in results:
-        unrecorded.update(part.unrecorded_errors)
-    stalls = [p.longest_stall for p in results if p.longest_stall is not None]
-    return LoadResult(
-        records=records,
-        unrecorded_errors=dict(unrecorded),
-        stop_reason=next((p.stop_reason for p in results if p.stop_reason), None),
-        retry_after_waits=sum(p.retry_after_waits for p in results),
-        retry_after_wait_s=sum(p.retry_after_wait_s for p in results),
-        spilled_requests=sum(p.spilled_requests for p in results),
-        longest_stall=max(stalls, key=lambda st: st.ms) if stalls else None,
-        loop_lag_ms=[x for p in results for x in p.loop_lag_ms],
-        event_loop=results[0].event_loop if results else "asyncio",
-    )
 
 
 async def run_load_workers(

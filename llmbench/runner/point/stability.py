@@ -32,7 +32,7 @@ from time import perf_counter_ns
 
 from llmbench.api.results import MeasurementWindow, Stability
 from llmbench.runner.client.records import RequestRecord
-from llmbench.runner.load.engine import Progress
+from llmbench.runner.load.result import Progress
 
 __all__ = [
     "DEFAULT_STABILITY_PERCENTAGE",

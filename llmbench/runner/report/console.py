@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from llmbench.api.results import PointResult
-from llmbench.runner.load.engine import Progress as Counters
+from llmbench.runner.load.result import Progress as Counters
 from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS
 
 _TABLE_STATS = ("avg", "min", "max", "p99", "p90", "p75")

@@ -24,7 +24,8 @@ from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import engine
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import LoadResult, run_load, run_load_workers
+from llmbench.runner.load.engine import run_load, run_load_workers
+from llmbench.runner.load.result import LoadResult
 from llmbench.runner.point.metrics import summarize
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import LoadResult, merge_results, split_indices, worker_configs
+from llmbench.runner.load.engine import split_indices, worker_configs
+from llmbench.runner.load.result import LoadResult, merge_results
 from llmbench.runner.load.shards import (
     pack_records,
     shard_config,
