@@ -23,7 +23,7 @@ import time
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Exchange
-from llmbench.runner.load.engine import _Spill
+from llmbench.runner.load.buffer import Spill
 
 
 def _exchange(osl: int) -> Exchange:
@@ -52,7 +52,7 @@ def main() -> None:
     results = {}
 
     exs = [_exchange(a.osl) for _ in range(a.responses)]
-    spill = _Spill()
+    spill = Spill()
     t0 = time.process_time()
     for ex in exs:
         spill.park(ex)
