@@ -12,9 +12,11 @@ import pickle
 import tempfile
 from typing import IO
 
+from llmbench.runner.client.records import RequestRecord
+from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Exchange
 
-__all__ = ["Spill", "default_buffer_bytes", "memory_limit_bytes"]
+__all__ = ["ResponseBuffer", "Spill", "default_buffer_bytes", "memory_limit_bytes"]
 
 
 def memory_limit_bytes() -> int | None:
@@ -87,3 +89,60 @@ class Spill:
 
     def close(self) -> None:
         self._file.close()
+
+
+class ResponseBuffer:
+    """The run's finished exchanges, undecoded until the load is over.
+
+    Decoding waits for the end of the run because it costs CPU the live streams would wait
+    for. Up to ``budget`` bytes stay in memory; beyond it each response goes to a
+    :class:`Spill` file (or stays in memory when no temporary file can be made).
+    ``spilled`` counts the responses parked in the file.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.buffered = 0
+        self.spilled = 0
+        self._raw: list[tuple[RequestRecord, Exchange, tuple[int, int] | None]] = []
+        self._spill: Spill | None = None
+        self._spill_failed = False
+
+    def keep(self, rec: RequestRecord, ex: Exchange) -> None:
+        """Keeps a finished exchange; over the memory budget it goes to the file."""
+        size = ex.received()
+        self.buffered += size
+        where = None
+        if self.buffered > self.budget and size:
+            where = self._park(ex)
+            if where is not None:
+                self.buffered -= size
+        self._raw.append((rec, ex, where))
+
+    def _park(self, ex: Exchange) -> tuple[int, int] | None:
+        if self._spill is None and not self._spill_failed:
+            try:
+                self._spill = Spill()
+            except OSError:
+                self._spill_failed = True  # no writable temp dir: keep bytes in memory
+        if self._spill is None:
+            return None
+        self.spilled += 1
+        return self._spill.park(ex)
+
+    def decode(self, endpoint_type: str) -> list[RequestRecord]:
+        """Decodes every kept exchange into its record, in the order kept; empties the buffer."""
+        spill = self._spill
+        if spill is not None:
+            spill.flush()
+        records = []
+        for rec, ex, where in self._raw:
+            if where is not None and spill is not None:
+                spill.restore(ex, where)
+            fill_record(rec, ex, endpoint_type)
+            ex.pieces = []
+            records.append(rec)
+        self._raw = []
+        if spill is not None:
+            spill.close()
+        return records

@@ -37,7 +37,7 @@ from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Client, Connection, Exchange, Target
 from llmbench.runner.load.arrivals import schedule_offsets
-from llmbench.runner.load.buffer import Spill, default_buffer_bytes
+from llmbench.runner.load.buffer import ResponseBuffer, default_buffer_bytes
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.result import LoadResult, Progress, merge_results
 from llmbench.runner.load.stalls import mark_stalls, watch_loop_lag
@@ -221,7 +221,7 @@ async def run_load(
         stop_reason=state.stop_reason,
         retry_after_waits=state.retry_waits,
         retry_after_wait_s=state.retry_wait_ns / 1e9,
-        spilled_requests=state.spilled,
+        spilled_requests=state.buffer.spilled,
         longest_stall=mark_stalls(records, stalls, worker),
         loop_lag_ms=lag,
         event_loop=eventloop.running_loop_kind(),
@@ -250,16 +250,11 @@ class _State:
         self.tx: int | None = None  # first measured send, for duration-bounded runs
         self.stopped = False
         self.stop_reason: str | None = None
-        self.raw: list[tuple[RequestRecord, Exchange, Any]] = []
-        self.buffered = 0
-        self.budget = (
+        self.buffer = ResponseBuffer(
             int(cfg.buffer_mb * 2**20)
             if cfg.buffer_mb is not None
             else default_buffer_bytes(cfg.workers)
         )
-        self._spill: Spill | None = None
-        self._spill_failed = False
-        self.spilled = 0
         self.kept_errors: Counter[str] = Counter()
         self.unrecorded: Counter[str] = Counter()
         self.unreachable_since: tuple[int, str, str] | None = None  # (ns, wall time, error)
@@ -272,13 +267,12 @@ class _State:
         self.sessions_abandoned = 0
 
     def add(self, rec: RequestRecord, ex: Exchange) -> None:
-        """Keeps a finished exchange undecoded; over the memory budget it goes to a file.
+        """Keeps a finished exchange, undecoded, in the :class:`ResponseBuffer`.
 
-        Decoding waits for the end of the run because it costs CPU the live streams would
-        wait for. A failed request (refused connect, HTTP error, broken connection) is kept
-        as a record only up to ``error_records_kept`` per type, so a dead or failing target
-        answering in a tight loop cannot fill the memory; the count stays exact. A stop's
-        ``interrupted`` requests, one per slot at most, are always kept.
+        A failed request (refused connect, HTTP error, broken connection) is kept as a record
+        only up to ``error_records_kept`` per type, so a dead or failing target answering in
+        a tight loop cannot fill the memory; the count stays exact. A stop's ``interrupted``
+        requests, one per slot at most, are always kept.
         """
         kind = ex.error or (f"http_{ex.status}" if ex.status != 200 else None)
         if kind is not None and kind != "interrupted":
@@ -287,43 +281,11 @@ class _State:
                     self.unrecorded[kind] += 1
                 return
             self.kept_errors[kind] += 1
-        size = ex.received()
-        self.buffered += size
-        where = None
-        if self.buffered > self.budget and size:
-            where = self._park(ex)
-            if where is not None:
-                self.buffered -= size
-        self.raw.append((rec, ex, where))
-
-    def _park(self, ex: Exchange) -> Any:
-        if self._spill is None and not self._spill_failed:
-            try:
-                self._spill = Spill()
-            except OSError:
-                self._spill_failed = True  # no writable temp dir: keep bytes in memory
-        if self._spill is None:
-            return None
-        self.spilled += 1
-        return self._spill.park(ex)
+        self.buffer.keep(rec, ex)
 
     def finish(self) -> list[RequestRecord]:
         """Decodes every finished exchange into its record, after the load is over."""
-        endpoint = self.cfg.endpoint_type
-        spill = self._spill
-        if spill is not None:
-            spill.flush()
-        records = []
-        for rec, ex, where in self.raw:
-            if where is not None and spill is not None:
-                spill.restore(ex, where)
-            fill_record(rec, ex, endpoint)
-            ex.pieces = []
-            records.append(rec)
-        self.raw = []
-        if spill is not None:
-            spill.close()
-        return records
+        return self.buffer.decode(self.cfg.endpoint_type)
 
     def take(self) -> int | None:
         """The next request number to send, or None when the budget is spent."""

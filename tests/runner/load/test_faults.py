@@ -22,7 +22,7 @@ from scripted_server import (
 
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.transport import Target
-from llmbench.runner.load import engine
+from llmbench.runner.load import buffer, engine
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.engine import run_load, run_load_workers
 from llmbench.runner.load.result import LoadResult
@@ -250,13 +250,13 @@ def test_responses_beyond_the_buffer_are_never_decoded_while_requests_are_in_fli
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     decoded_at: list[int] = []
-    real_fill = engine.fill_record
+    real_fill = buffer.fill_record
 
     def spy(rec: RequestRecord, ex: Any, endpoint_type: str) -> None:
         decoded_at.append(time.perf_counter_ns())
         real_fill(rec, ex, endpoint_type)
 
-    monkeypatch.setattr(engine, "fill_record", spy)
+    monkeypatch.setattr(buffer, "fill_record", spy)
     server = _serve(lambda n, _: _stream(40))
     try:
         # A 16 KiB budget: a few responses fit, the rest go to the spill file.
