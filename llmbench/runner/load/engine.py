@@ -19,13 +19,10 @@ import asyncio
 import gc
 import json
 import multiprocessing as mp
-import random
 import signal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from time import perf_counter_ns
 from typing import Any
 
@@ -37,6 +34,7 @@ from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Client, Connection, Exchange, Target
 from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
+from llmbench.runner.load.faults import after_failure, connect_backoff_s, retry_after_s
 from llmbench.runner.load.result import LoadResult, Progress, merge_results
 from llmbench.runner.load.stalls import mark_stalls, watch_loop_lag
 from llmbench.runner.load.state import RunState
@@ -86,43 +84,6 @@ def session_plan(cfg: LoadConfig) -> SessionPlan:
         else:
             delays.append((max(0, round(cfg.session_turn_delay_mean_ms)),) * (t - 1))
     return SessionPlan(turns, tuple(delays))
-
-
-#: Connect retries back off from the first to the last delay, doubling, with jitter so the
-#: slots do not retry in lockstep.
-CONNECT_BACKOFF_FIRST_S = 0.05
-CONNECT_BACKOFF_MAX_S = 2.0
-
-
-def connect_backoff_s(failures: int) -> float:
-    """Seconds to wait after ``failures`` connect failures in a row: doubling from
-    :data:`CONNECT_BACKOFF_FIRST_S` to :data:`CONNECT_BACKOFF_MAX_S`, times a jitter in
-    [0.5, 1), so a dead target is not hammered and slots do not retry in lockstep."""
-    base = min(CONNECT_BACKOFF_MAX_S, CONNECT_BACKOFF_FIRST_S * 2.0 ** min(failures - 1, 16))
-    return base * (0.5 + random.random() / 2)
-
-
-def retry_after_s(ex: Exchange, cap: float) -> float | None:
-    """The ``Retry-After`` of a 429/503 answer in seconds (delta or HTTP date), capped at
-    ``cap``; None when the answer asks for no wait."""
-    if ex.status not in (429, 503):
-        return None
-    value = ex.headers.get("retry-after", "").strip()
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    if not seconds > 0:
-        return None
-    return min(seconds, cap)
 
 
 async def run_load(
@@ -286,23 +247,7 @@ async def _closed_slot(
             state.reached()
             continue
         progress.errors += 1
-        failures = await _after_failure(state, ex, cfg, failures)
-
-
-async def _after_failure(state: RunState, ex: Exchange, cfg: LoadConfig, failures: int) -> int:
-    """What a failed request costs its slot before the next one: a failed connect backs off
-    (the run of failures grows, bounded and jittered); any other failure means the target was
-    reached, so the run resets and a ``Retry-After`` is honoured. Returns the new run length."""
-    if ex.error == "connect":
-        failures += 1
-        state.connect_failed(ex)
-        await asyncio.sleep(connect_backoff_s(failures))
-        return failures
-    state.reached()
-    wait = retry_after_s(ex, cfg.retry_after_max_s)
-    if wait is not None:
-        await state.hold(wait)
-    return 0
+        failures = await after_failure(state, ex, cfg, failures)
 
 
 class _SessionCursor:
@@ -407,7 +352,7 @@ async def _session_slot(
             progress.errors += 1
             if t < plan.turns[s] - 1:
                 state.sessions_abandoned += 1
-            failures = await _after_failure(state, ex, cfg, failures)
+            failures = await after_failure(state, ex, cfg, failures)
             break
 
 

@@ -22,7 +22,7 @@ from scripted_server import (
 
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.transport import Target
-from llmbench.runner.load import buffer, engine
+from llmbench.runner.load import buffer, faults
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.engine import run_load, run_load_workers
 from llmbench.runner.load.result import LoadResult
@@ -221,8 +221,8 @@ def _run_to(port: int, cfg: LoadConfig) -> LoadResult:
 
 
 def test_connect_backoff_doubles_to_its_cap_with_jitter() -> None:
-    delays = [engine.connect_backoff_s(n) for n in range(1, 12)]
-    first, cap = engine.CONNECT_BACKOFF_FIRST_S, engine.CONNECT_BACKOFF_MAX_S
+    delays = [faults.connect_backoff_s(n) for n in range(1, 12)]
+    first, cap = faults.CONNECT_BACKOFF_FIRST_S, faults.CONNECT_BACKOFF_MAX_S
     assert first / 2 <= delays[0] < first
     assert all(cap / 2 <= d < cap for d in delays[7:])
 
