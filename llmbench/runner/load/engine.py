@@ -36,6 +36,7 @@ from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.faults import after_failure, connect_backoff_s, retry_after_s
 from llmbench.runner.load.result import LoadResult, Progress, merge_results
+from llmbench.runner.load.slots import closed_slot, preconnect
 from llmbench.runner.load.stalls import mark_stalls, watch_loop_lag
 from llmbench.runner.load.state import RunState
 
@@ -126,18 +127,18 @@ async def run_load(
     try:
         work: asyncio.Future[Any]
         if cfg.mode == "concurrency":
-            conns = await _preconnect(client, slots)
+            conns = await preconnect(client, slots)
             await _wait_until(start_at_ns)
             work = asyncio.gather(
                 *(
-                    _closed_slot(client, conns[i], bodies, cfg, state, progress, worker)
+                    closed_slot(client, conns[i], bodies, cfg, state, progress, worker)
                     for i in range(slots)
                 )
             )
         elif cfg.mode == "session_concurrency":
             plan = session_plan(cfg)
             slots = min(slots, max(1, len(plan.turns)))
-            conns = await _preconnect(client, slots)
+            conns = await preconnect(client, slots)
             await _wait_until(start_at_ns)
             cursor = _SessionCursor(plan)
             work = asyncio.gather(
@@ -147,7 +148,7 @@ async def run_load(
                 )
             )
         else:
-            for conn in await _preconnect(client, min(slots, 64)):
+            for conn in await preconnect(client, min(slots, 64)):
                 client.release(conn)
             await _wait_until(start_at_ns)
             work = asyncio.gather(_open_loop(client, bodies, cfg, state, progress, worker))
@@ -200,54 +201,12 @@ class _Unbounded(Sequence[int]):
         return i
 
 
-async def _preconnect(client: Client, n: int) -> list[Connection]:
-    """Opens the slots' connections before the clock starts, so no measured send pays a connect."""
-    return [await client.connect() for _ in range(n)]
-
-
 async def _wait_until(t_ns: int | None) -> None:
     if t_ns is None:
         return
     delay = (t_ns - perf_counter_ns()) / 1e9
     if delay > 0:
         await asyncio.sleep(delay)
-
-
-async def _closed_slot(
-    client: Client,
-    conn: Connection | None,
-    bodies: Sequence[bytes],
-    cfg: LoadConfig,
-    state: RunState,
-    progress: Progress,
-    worker: int,
-) -> None:
-    nb = len(bodies)
-    warm = cfg.warmup_request_count
-    timeout = cfg.request_timeout_s
-    failures = 0
-    while True:
-        k = state.take()
-        if k is None:
-            return
-        rec = RequestRecord(index=k, warmup=k < warm, worker=worker)
-        ex = Exchange()
-        progress.sent += 1
-        try:
-            conn = await client.exchange(conn, bodies[k % nb], timeout, ex)
-        except asyncio.CancelledError:
-            state.add(rec, ex)
-            raise
-        if k >= warm and state.tx is None:
-            state.tx = ex.sent_ns
-        state.add(rec, ex)
-        progress.done += 1
-        if ex.error is None and ex.status == 200:
-            failures = 0
-            state.reached()
-            continue
-        progress.errors += 1
-        failures = await after_failure(state, ex, cfg, failures)
 
 
 class _SessionCursor:
