@@ -10,7 +10,7 @@ import pytest
 
 from llmbench.cli import build_parser, main
 from llmbench.cli.profile import UNSUPPORTED_FLAGS, spec_from_flags
-from llmbench.runner.load.engine import session_plan
+from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.stability import StabilityConfig
 

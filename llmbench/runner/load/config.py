@@ -44,7 +44,8 @@ class LoadConfig:
     schedule_ns: tuple[int, ...] | None = None
     #: Multi-turn sessions (mode ``session_concurrency``, ``concurrency`` sessions in
     #: flight): GenAI-Perf's ``--num-sessions``, ``--session-turns-mean/-stddev`` and
-    #: ``--session-turn-delay-mean/-stddev`` (ms); see :func:`session_plan`.
+    #: ``--session-turn-delay-mean/-stddev`` (ms); see
+    #: :func:`~llmbench.runner.load.sessions.session_plan`.
     num_sessions: int = 0
     session_turns_mean: int = 1
     session_turns_stddev: float = 0.0

@@ -9,7 +9,8 @@ import pytest
 
 from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import session_plan, split_concurrency, split_indices
+from llmbench.runner.load.engine import split_concurrency, split_indices
+from llmbench.runner.load.sessions import session_plan
 
 
 def test_constant_schedule_is_evenly_spaced() -> None:

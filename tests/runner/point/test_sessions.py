@@ -20,7 +20,7 @@ import pytest
 
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import session_plan
+from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.point.artifacts import load_records
 from llmbench.runner.report.console import notes
 from tests.sim_process import profile_point, running_sim, sim_records
