@@ -58,7 +58,8 @@ class LoadConfig:
     shard: int = 0
     shards: int = 1
     #: Where a constant-rate schedule starts (ns after the load's start): several senders of
-    #: one rate interleave their sends instead of sending together (see :func:`worker_configs`).
+    #: one rate interleave their sends instead of sending together (see
+    #: :func:`~llmbench.runner.load.workers.worker_configs`).
     phase_ns: int = 0
 
 

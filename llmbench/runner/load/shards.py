@@ -2,10 +2,10 @@
 the wire.
 
 Why these are pure functions beside the load engine: a shard's share must be exactly the
-single runner's load cut in N, so it is cut with the engine's own splitters
-(:func:`~llmbench.runner.load.engine.worker_configs`,
-:func:`~llmbench.runner.load.engine.split_concurrency`, the request numbering of
-:func:`~llmbench.runner.load.engine.split_indices`); and the records a shard measured must
+single runner's load cut in N, so it is cut with the worker fan-out's own splitters
+(:func:`~llmbench.runner.load.workers.worker_configs`,
+:func:`~llmbench.runner.load.workers.split_concurrency`, the request numbering of
+:func:`~llmbench.runner.load.workers.split_indices`); and the records a shard measured must
 reach the leading shard unchanged (every statistic is recomputed there from the union), so
 their encoding is lossless except for one documented trim.
 
@@ -45,7 +45,7 @@ import numpy as np
 from llmbench.api.results import ShardLoad
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import split_concurrency, worker_configs
+from llmbench.runner.load.workers import split_concurrency, worker_configs
 
 __all__ = [
     "PACK_VERSION",

@@ -24,9 +24,10 @@ from llmbench.api.results import ClientHealth, LoopStall, PointResult
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load.config import LoadConfig, expected_total
-from llmbench.runner.load.engine import run_load, run_load_workers
+from llmbench.runner.load.engine import run_load
 from llmbench.runner.load.result import LoadResult, Progress
 from llmbench.runner.load.sessions import session_plan
+from llmbench.runner.load.workers import run_load_workers
 from llmbench.runner.point.artifacts import write_profile_artifacts
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import stats, summarize

@@ -24,8 +24,9 @@ from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import buffer, faults
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import run_load, run_load_workers
+from llmbench.runner.load.engine import run_load
 from llmbench.runner.load.result import LoadResult
+from llmbench.runner.load.workers import run_load_workers
 from llmbench.runner.point.metrics import summarize
 
 BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'

@@ -9,8 +9,8 @@ import pytest
 
 from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import split_concurrency, split_indices
 from llmbench.runner.load.sessions import session_plan
+from llmbench.runner.load.workers import split_concurrency, split_indices
 
 
 def test_constant_schedule_is_evenly_spaced() -> None:

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.load.arrivals import schedule_offsets
 from llmbench.runner.load.config import LoadConfig
-from llmbench.runner.load.engine import split_indices, worker_configs
 from llmbench.runner.load.result import LoadResult, merge_results
 from llmbench.runner.load.shards import (
     pack_records,
@@ -28,6 +27,7 @@ from llmbench.runner.load.shards import (
     start_spread_ms,
     unpack_records,
 )
+from llmbench.runner.load.workers import split_indices, worker_configs
 from llmbench.runner.point.metrics import summarize
 
 
