@@ -31,6 +31,11 @@ def cfg(**kw: Any) -> WorkloadConfig:
     return WorkloadConfig(**kw)
 
 
+def body(r: PreparedRequest) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(r.body)
+    return out
+
+
 def content(r: PreparedRequest) -> str:
     msgs = json.loads(r.body)["messages"]
     assert len(msgs) == 1
@@ -224,3 +229,79 @@ def test_trace_schedule_offsets_and_errors(tmp_path: Path) -> None:
     f.write_text('{"timestamp": 5, "text": "a"}\n{"timestamp": 4, "text": "b"}\n')
     with pytest.raises(ValueError, match=r"t.jsonl line 2: 'timestamp' 4 is earlier"):
         trace_schedule_ns(f)
+
+
+# -- --input-file ----------------------------------------------------------------------------
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_input_file_chat(tmp_path: Path) -> None:
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    f = write_jsonl(tmp_path / "in.jsonl", [
+        {"text": "Hello world"}, "", {"prompt": "Second prompt", "output_length": 7},
+        {"messages": msgs, "max_tokens": 3},
+    ])
+    tok = default_tokenizer()
+    reqs = build_requests(cfg(input_file=f, output_tokens_mean=50, streaming=True), tok, 100)
+    assert len(reqs) == 3  # one per row; the load generator cycles them
+    assert body(reqs[0])["messages"] == [{"role": "user", "content": "Hello world"}]
+    assert reqs[0].input_tokens == tok.count("Hello world")
+    assert [r.requested_output_tokens for r in reqs] == [50, 7, 3]
+    assert body(reqs[2])["messages"] == msgs
+    assert reqs[2].prompt == msgs
+    assert reqs[2].input_tokens == tok.count("Be brief.\nHi there")
+    assert len(build_requests(cfg(input_file=f), tok, 2)) == 2
+
+
+def test_input_file_completions(tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "in.jsonl", [{"text_input": "abc"}])
+    r = build_requests(cfg(input_file=str(f), endpoint_type="completions"), default_tokenizer(), 5)
+    assert body(r[0]) == {"model": "m", "prompt": "abc", "stream": False}
+
+
+@pytest.mark.parametrize(
+    ("rows", "line", "why"),
+    [
+        ([{"text": "a"}, "", "{not json"], 3, "not valid JSON"),
+        ([{"text": "a"}, ["x"]], 2, "expected a JSON object"),
+        ([{"txt": "a"}], 1, "needs 'text'"),
+        ([{"text": ""}], 1, "non-empty string"),
+        ([{"text": 5}], 1, "non-empty string"),
+        ([{"text": "a", "output_length": 0}], 1, "positive integer"),
+        ([{"text": "a", "max_tokens": "5"}], 1, "positive integer"),
+        ([{"text": "a", "max_tokens": True}], 1, "positive integer"),
+        ([{"messages": []}], 1, "non-empty list"),
+        ([{"messages": [{"content": "x"}]}], 1, "'role'"),
+        ([{"messages": [{"role": "user"}]}], 1, "'content'"),
+    ],
+)
+def test_input_file_errors_name_file_and_line(
+    tmp_path: Path, rows: list[Any], line: int, why: str
+) -> None:
+    f = write_jsonl(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(ValueError) as info:
+        build_requests(cfg(input_file=f), default_tokenizer(), 10)
+    msg = str(info.value)
+    assert f"--input-file {f} line {line}:" in msg
+    assert why in msg
+
+
+def test_input_file_messages_need_chat(tmp_path: Path) -> None:
+    f = write_jsonl(tmp_path / "m.jsonl", [{"messages": [{"role": "user", "content": "x"}]}])
+    with pytest.raises(ValueError, match="line 1: 'messages' rows need --endpoint-type chat"):
+        read_input_file(f, "completions")
+
+
+def test_input_file_missing_or_empty(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--input-file .*nope.jsonl"):
+        read_input_file(tmp_path / "nope.jsonl")
+    (tmp_path / "e.jsonl").write_text("\n\n")
+    with pytest.raises(ValueError, match="no prompts"):
+        read_input_file(tmp_path / "e.jsonl")
+    (tmp_path / "b.jsonl").write_bytes(b"\xff\xfe\n")
+    with pytest.raises(ValueError, match="not UTF-8"):
+        read_input_file(tmp_path / "b.jsonl")
