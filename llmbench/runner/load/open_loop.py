@@ -32,6 +32,10 @@ async def open_loop(
     progress: Progress,
     worker: int,
 ) -> None:
+    """Dispatches each request at its scheduled time (or as soon as a hold allows) as a task
+    of its own on an idle pooled connection (or a new one), until the counter or the
+    schedule ends, then waits for the requests in flight. Cancelled, it cancels them, and
+    they record what had arrived."""
     nb = len(bodies)
     warm = cfg.warmup_request_count
     limit = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None

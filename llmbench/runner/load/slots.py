@@ -36,6 +36,9 @@ async def closed_slot(
     progress: Progress,
     worker: int,
 ) -> None:
+    """One slot: sends the run's next request as soon as its last one ended, on its own
+    connection (reopened by the client when the server closes it), until the run's counter
+    is spent or the run stops."""
     nb = len(bodies)
     warm = cfg.warmup_request_count
     timeout = cfg.request_timeout_s
