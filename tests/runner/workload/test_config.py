@@ -5,15 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from workload_factory import cfg
 
-from llmbench.runner.workload.config import WorkloadConfig, parse_extra_inputs
+from llmbench.runner.workload.config import parse_extra_inputs
 from llmbench.runner.workload.requests import build_requests
 from llmbench.tokenizer import default_tokenizer
-
-
-def cfg(**kw: Any) -> WorkloadConfig:
-    kw.setdefault("model", "m")
-    return WorkloadConfig(**kw)
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from workload_factory import body, cfg
 
-from llmbench.runner.workload.config import WorkloadConfig
 from llmbench.runner.workload.datasets import (
     HASH_BLOCK_TOKENS,
     read_input_file,
@@ -24,16 +24,6 @@ from llmbench.runner.workload.requests import PreparedRequest, build_requests
 from llmbench.tokenizer import default_tokenizer
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "datasets"
-
-
-def cfg(**kw: Any) -> WorkloadConfig:
-    kw.setdefault("model", "m")
-    return WorkloadConfig(**kw)
-
-
-def body(r: PreparedRequest) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(r.body)
-    return out
 
 
 def content(r: PreparedRequest) -> str:

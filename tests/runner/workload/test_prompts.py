@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -13,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from stubs import JSONHandler
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+from workload_factory import body, cfg
 
-from llmbench.runner.workload.config import WorkloadConfig
 from llmbench.runner.workload.prompts import PromptBuilder
-from llmbench.runner.workload.requests import PreparedRequest, build_requests
+from llmbench.runner.workload.requests import build_requests
 from llmbench.tokenizer import HFTokenizer, ServerTokenizer, default_tokenizer
 
 CORPUS = [
@@ -96,16 +95,6 @@ class Liar(Hidden):
 WP = wordpiece()
 MS = metaspace_bpe()
 NP = no_pretokenizer_bpe()
-
-
-def cfg(**kw: Any) -> WorkloadConfig:
-    kw.setdefault("model", "m")
-    return WorkloadConfig(**kw)
-
-
-def body(r: PreparedRequest) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(r.body)
-    return out
 
 
 # -- exact token counts ----------------------------------------------------------------------

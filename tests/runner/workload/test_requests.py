@@ -6,30 +6,18 @@ import json
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
+from workload_factory import body, cfg
 
 from llmbench.runner.workload.config import WorkloadConfig
 from llmbench.runner.workload.requests import (
-    PreparedRequest,
     RequestCycle,
     build_requests,
     inputs_json,
     write_inputs_json,
 )
 from llmbench.tokenizer import default_tokenizer
-
-
-def cfg(**kw: Any) -> WorkloadConfig:
-    kw.setdefault("model", "m")
-    return WorkloadConfig(**kw)
-
-
-def body(r: PreparedRequest) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(r.body)
-    return out
-
 
 # -- sampling and determinism ----------------------------------------------------------------
 
