@@ -84,7 +84,7 @@ from pydantic import (
     ValidationError,
 )
 
-from .rules import (
+from ..rules import (
     RULES_DEFERRED,
     ApiModel,
     FieldRules,
@@ -98,7 +98,7 @@ from .rules import (
     re2_matches,
     rule_issues,
 )
-from .sweep_values import (
+from ..sweep_values import (
     INTEGER_SWEEP_TYPES,
     MAX_RANGE_POINTS,
     SWEEP_TYPES,
