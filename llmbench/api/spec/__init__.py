@@ -1,48 +1,94 @@
-"""``llmbench.api.spec``: the ``LLMBenchmark`` resource's spec model (see :mod:`.root`)."""
+"""The ``LLMBenchmark`` resource's spec: one pydantic model, read by the runner, the CRD and users.
+
+Why one model: the same YAML must run on a laptop (``llmbench analyze -f``), be handed to the
+runner Job by the operator, and be checked by the API server through the CRD. Every field is
+declared once here (manifest key, type, default, bounds, description), and every cross-field
+rule once (a :class:`~llmbench.api.rules.Rule`: CEL for the API server, a predicate for Python,
+one message). :mod:`llmbench.api.crd` turns this package's JSON schema into the CRD.
+
+Field names are the resource's camelCase keys (Python code may use snake_case); enum values of
+``sweep.type`` and ``load.mode`` are the CLI's (``request_rate``, ``input_sequence_length``) so
+a flag and a field read alike. Types are strict as the manifest format is: a string is never a
+number, ``true`` is never 1, an integral float (``4.0``) is an integer, an integer is a number.
+
+Example::
+
+    spec = Spec.from_manifest(yaml.safe_load(open("examples/llmbenchmark-sim.yaml")))
+    spec.points()          # [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+
+Validation never stops at the first problem: :class:`SpecError` lists every issue with the
+manifest path (``spec.load.requestRate``) and what would be accepted. It runs in the API
+server's two steps: the schema (keys, types, bounds, enums) first; once that holds, every rule
+of every object, so both sides report the same problems for the same manifest.
+
+Where each rule is enforced (the API server through CEL, Python through the model):
+
+============================================  =========  ========================================
+rule                                          CEL        why not CEL
+============================================  =========  ========================================
+target: exactly one of url / service          yes
+target.url is http(s)://host                  yes
+target.endpoint starts with /                 yes
+outputTokens.deterministic needs mean         yes
+load.requestRate with mode request_rate       yes
+load.maxConcurrency only with request_rate    yes
+sweep: exactly one of range / values          yes
+sweep.range syntax, order, step, whole        yes
+numbers, minimum, rate > 0, <= 10000 points
+sweep.values whole / >= 1 / > 0 / no repeats  yes
+sweep points sweep_values refuses otherwise   no         only a request_rate range starting below
+                                                         5e-10 with a step (its first point
+                                                         rounds to 0 at 9 decimals); CEL has no
+                                                         rounding to mirror it exactly
+slo.goodputRatio needs a latency limit        yes
+telemetry.dcgm / serverMetrics                yes
+schedule: 5 cron fields, values in range      yes
+schedule: numeric ranges run low to high      yes
+schedule: fires at all, named ranges ordered  no         needs the calendar (day 30 of February)
+                                                         and name-to-number tables: cronsim
+timeZone: the zone exists                     no         needs the time zone database: zoneinfo
+sweep.type concurrency needs mode concurrency yes
+embeddings: no output_sequence_length sweep   yes
+embeddings: no latency SLOs                   yes
+============================================  =========  ========================================
+
+The API server prunes nulls (no field is ``nullable``), so ``sweep: null`` reads as an absent
+sweep on both sides; Python, stricter, refuses null for a field that has a default. Unknown
+fields are refused by the API server only under ``fieldValidation=Strict`` (kubectl's default);
+other clients get them dropped with a warning.
+
+Python refuses a little more than the hand-written parser before it did, always to agree with
+the API server: strings have a maximum length (the CRD needs one to bound CEL cost),
+``sweep.values`` at most 128 items, integers fit in 64 bits, ``inf``/``nan`` are not numbers,
+snake_case keys in a manifest are unknown fields, a count sweep's range step is a whole number,
+a range's numbers are plain decimals, and a schedule is five standard fields or a macro (no
+seconds field, no ``L``/``W``/``#``).
+"""
+
+from __future__ import annotations
 
 from ..rules import SpecError, SpecIssue
+from ..sweep_values import SWEEP_TYPES
+from .judging import Baseline, BaselinePoint, BaselineValues, Cost, Slo, Tolerances
+from .load import LOAD_MODES, Load, Sessions
 from .root import (
     API_VERSION,
-    CRON_MACROS,
-    CRON_PATTERN,
-    ENDPOINT_TYPES,
     GROUP,
     KIND,
-    LOAD_MODES,
-    ON_POINT_FAILURE,
     PLACEMENTS,
     PLURAL,
-    RANGE_PATTERN,
     SHORT_NAMES,
     SINGULAR,
-    SWEEP_TYPES,
-    URL_PATTERN,
     VERSION,
-    Artifacts,
-    Baseline,
-    BaselinePoint,
-    BaselineValues,
-    Cost,
-    Load,
-    OutputTokens,
-    PvcArtifacts,
-    Runner,
-    RunnerLimits,
-    RunnerRequests,
-    SecretKeyRef,
-    ServiceRef,
-    Sessions,
-    Slo,
     Spec,
-    Sweep,
-    Target,
-    Telemetry,
-    TokenDistribution,
-    Tolerances,
-    Workload,
-    cron_expression,
     spec_rules,
 )
+from .runner import Artifacts, PvcArtifacts, Runner, RunnerLimits, RunnerRequests, Telemetry
+from .schedule import CRON_MACROS, CRON_PATTERN, cron_expression
+from .sweep import ON_POINT_FAILURE, RANGE_PATTERN, Sweep
+from .target import ENDPOINT_TYPES, SecretKeyRef, ServiceRef, Target
+from .types import URL_PATTERN
+from .workload import OutputTokens, TokenDistribution, Workload
 
 __all__ = [
     "API_VERSION",
