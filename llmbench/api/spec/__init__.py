@@ -21,36 +21,11 @@ manifest path (``spec.load.requestRate``) and what would be accepted. It runs in
 server's two steps: the schema (keys, types, bounds, enums) first; once that holds, every rule
 of every object, so both sides report the same problems for the same manifest.
 
-Where each rule is enforced (the API server through CEL, Python through the model):
-
-============================================  =========  ========================================
-rule                                          CEL        why not CEL
-============================================  =========  ========================================
-target: exactly one of url / service          yes
-target.url is http(s)://host                  yes
-target.endpoint starts with /                 yes
-outputTokens.deterministic needs mean         yes
-load.requestRate with mode request_rate       yes
-load.maxConcurrency only with request_rate    yes
-sweep: exactly one of range / values          yes
-sweep.range syntax, order, step, whole        yes
-numbers, minimum, rate > 0, <= 10000 points
-sweep.values whole / >= 1 / > 0 / no repeats  yes
-sweep points sweep_values refuses otherwise   no         only a request_rate range starting below
-                                                         5e-10 with a step (its first point
-                                                         rounds to 0 at 9 decimals); CEL has no
-                                                         rounding to mirror it exactly
-slo.goodputRatio needs a latency limit        yes
-telemetry.dcgm / serverMetrics                yes
-schedule: 5 cron fields, values in range      yes
-schedule: numeric ranges run low to high      yes
-schedule: fires at all, named ranges ordered  no         needs the calendar (day 30 of February)
-                                                         and name-to-number tables: cronsim
-timeZone: the zone exists                     no         needs the time zone database: zoneinfo
-sweep.type concurrency needs mode concurrency yes
-embeddings: no output_sequence_length sweep   yes
-embeddings: no latency SLOs                   yes
-============================================  =========  ========================================
+Every rule, where it sits and who enforces it (the API server through CEL, or Python only,
+and why) is listed by :func:`spec_rules`; ``docs/resource.md`` shows that list as a table
+(``llmbench crd --reference``). One check is no declared rule: a request_rate range starting
+below 5e-10 with a step, whose first point rounds to 0 at nine decimals, is refused by
+Python alone (:meth:`Sweep._after_rules`); CEL has no rounding to mirror it exactly.
 
 The API server prunes nulls (no field is ``nullable``), so ``sweep: null`` reads as an absent
 sweep on both sides; Python, stricter, refuses null for a field that has a default. Unknown
