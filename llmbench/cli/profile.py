@@ -21,6 +21,7 @@ from llmbench.cli.flags import (
     non_negative_int,
     normalize_endpoint,
     normalize_url,
+    on_off,
     parse_extra_inputs,
     parse_headers,
     parse_slo,
@@ -28,10 +29,10 @@ from llmbench.cli.flags import (
     positive_int,
     read_api_key,
 )
+from llmbench.cli.genai_perf import add_unsupported, endpoint_type, service_kind
 
 __all__ = [
     "SPEC_FLAGS",
-    "UNSUPPORTED_FLAGS",
     "add_arguments",
     "check_genai_perf_flags",
     "flag_error",
@@ -101,114 +102,11 @@ _GOODPUT_FIELDS = {
     "otpu": "minOutputTokenThroughputPerUser",
 }
 
-#: GenAI-Perf endpoint types that are not OpenAI chat/completions/embeddings → why not.
-_OTHER_ENDPOINT_TYPES = {
-    "kserve": "Triton's KServe gRPC protocol",
-    "template": "Triton's KServe gRPC protocol with a payload template",
-    "tensorrtllm_engine": "an in-process TensorRT-LLM engine",
-    "dynamic_grpc": "a gRPC service",
-    "generate": "Triton's native HTTP generate API",
-    "huggingface_generate": "TGI's native generate API",
-    "rankings": "reranking models",
-    "image_retrieval": "image inputs",
-    "nvclip": "image inputs",
-    "multimodal": "image and audio inputs",
-    "vision": "image inputs",
-}
-
-#: GenAI-Perf flags llmbench does not implement → what they are for. Each is a usage error
-#: that says so (never argparse's bare "unrecognized arguments"); a flag that some other part
-#: of llmbench registers is skipped here, so implementing one needs no change to this table.
-UNSUPPORTED_FLAGS: dict[tuple[str, ...], str] = {
-    ("--audio-length-mean",): "audio inputs",
-    ("--audio-length-stddev",): "audio inputs",
-    ("--audio-format",): "audio inputs",
-    ("--audio-depths",): "audio inputs",
-    ("--audio-sample-rates",): "audio inputs",
-    ("--audio-num-channels",): "audio inputs",
-    ("--batch-size-audio",): "audio inputs",
-    ("--image-width-mean",): "image inputs",
-    ("--image-width-stddev",): "image inputs",
-    ("--image-height-mean",): "image inputs",
-    ("--image-height-stddev",): "image inputs",
-    ("--image-format",): "image inputs",
-    ("--batch-size-image",): "image inputs",
-    ("--batch-size-text", "--batch-size", "-b"): "batched embeddings/rankings inputs "
-    "(llmbench sends one input per request)",
-    ("--grpc-method",): "gRPC endpoints (llmbench speaks OpenAI-compatible HTTP)",
-    ("--session-delay-ratio",): "scaling the session delays of a payload file (llmbench's "
-    "sessions are synthetic: set --session-turn-delay-mean)",
-    ("--checkpoint-dir",): "a separate checkpoint folder (analyze keeps checkpoint.json "
-    "in its --artifact-dir)",
-    ("--override-config",): "GenAI-Perf's config subcommand (use llmbench analyze -f "
-    "MANIFEST)",
-}
-
 
 #: GenAI-Perf's ``--input-file PREFIX:...`` forms llmbench does not read → what they are.
 _INPUT_FILE_PREFIXES = {
     "synthetic": "synthetic files for multi-file converters such as rankings",
 }
-
-
-class _Unsupported(argparse.Action):
-    """A GenAI-Perf flag llmbench does not implement: a usage error saying so."""
-
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
-        self.what: str = kwargs.pop("what")
-        kwargs["nargs"] = "*"
-        kwargs.setdefault("help", argparse.SUPPRESS)
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        parser.error(
-            f"{option_string}: GenAI-Perf's flag for {self.what} is not supported by llmbench"
-        )
-
-
-def _endpoint_type(text: str) -> str:
-    """``--endpoint-type``: chat, completions or embeddings; GenAI-Perf's others say why not."""
-    if text in ("chat", "completions", "embeddings"):
-        return text
-    if text in _OTHER_ENDPOINT_TYPES:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} ({_OTHER_ENDPOINT_TYPES[text]}): this GenAI-Perf endpoint type is not "
-            "supported by llmbench, which measures OpenAI-compatible chat, completions and "
-            "embeddings"
-        )
-    raise argparse.ArgumentTypeError(
-        f"{text!r}: expected chat, completions or embeddings"
-    )
-
-
-def _on_off(flag: str) -> Any:
-    """GenAI-Perf's ``type=bool`` flags: bare, or with true/false (1/0, yes/no)."""
-
-    def parse(text: str) -> bool:
-        word = text.strip().lower()
-        if word in ("true", "1", "yes", "on"):
-            return True
-        if word in ("false", "0", "no", "off"):
-            return False
-        raise argparse.ArgumentTypeError(f"{flag} expects true or false, got {text!r}")
-
-    return parse
-
-
-def _service_kind(text: str) -> str:
-    """``--service-kind`` (older GenAI-Perf): only ``openai`` means something here."""
-    if text != "openai":
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: llmbench measures OpenAI-compatible HTTP endpoints only "
-            "(--service-kind openai); Triton-native and gRPC services are not supported"
-        )
-    return text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -238,14 +136,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "-u", "--url", default="http://127.0.0.1:8000", help="server base URL (scheme optional)"
     )
     t.add_argument(
-        "--endpoint-type", type=_endpoint_type, default="chat",
+        "--endpoint-type", type=endpoint_type, default="chat",
         help="chat (default), completions or embeddings",
     )
     t.add_argument(
         "--endpoint", help="custom path, e.g. v1/chat/completions (leading / optional)"
     )
     t.add_argument(
-        "--service-kind", type=_service_kind, help="accepted for GenAI-Perf: only openai"
+        "--service-kind", type=service_kind, help="accepted for GenAI-Perf: only openai"
     )
     t.add_argument(
         "--backend",
@@ -316,7 +214,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         const=True,
         default=None,
-        type=_on_off("--fixed-schedule"),
+        type=on_off("--fixed-schedule"),
         metavar="true|false",
         help="replay --input-file as a trace: each row once, sent at its 'timestamp' (ms) "
         "after the first row's, open loop, the lag recorded (--input-file payload:F too)",
@@ -481,16 +379,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         help=argparse.SUPPRESS,  # words after `--`: perf_analyzer's flags in GenAI-Perf
     )
-    _add_unsupported(p)
-
-
-def _add_unsupported(p: argparse.ArgumentParser) -> None:
-    """Registers :data:`UNSUPPORTED_FLAGS` not otherwise taken (see there)."""
-    taken = set(p._option_string_actions)
-    for names, what in UNSUPPORTED_FLAGS.items():
-        free = [n for n in names if n not in taken]
-        if free:
-            p.add_argument(*free, action=_Unsupported, what=what, dest=argparse.SUPPRESS)
+    add_unsupported(p)
 
 
 def check_genai_perf_flags(args: argparse.Namespace) -> list[str]:
