@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from ..rules import SpecError, SpecIssue
 from ..sweep_values import SWEEP_TYPES
+from .flag import FIELD_DEFAULT, CliFlag, FlagForm, FlagReads
 from .judging import Baseline, BaselinePoint, BaselineValues, Cost, Slo, Tolerances
 from .load import LOAD_MODES, Load, Sessions
 from .root import (
@@ -56,6 +57,7 @@ from .root import (
     SINGULAR,
     VERSION,
     Spec,
+    spec_flags,
     spec_rules,
 )
 from .runner import Artifacts, PvcArtifacts, Runner, RunnerLimits, RunnerRequests, Telemetry
@@ -70,6 +72,7 @@ __all__ = [
     "CRON_MACROS",
     "CRON_PATTERN",
     "ENDPOINT_TYPES",
+    "FIELD_DEFAULT",
     "GROUP",
     "KIND",
     "LOAD_MODES",
@@ -84,9 +87,12 @@ __all__ = [
     "VERSION",
     "Artifacts",
     "Baseline",
+    "CliFlag",
     "BaselinePoint",
     "BaselineValues",
     "Cost",
+    "FlagForm",
+    "FlagReads",
     "Load",
     "OutputTokens",
     "PvcArtifacts",
@@ -107,5 +113,6 @@ __all__ = [
     "Tolerances",
     "Workload",
     "cron_expression",
+    "spec_flags",
     "spec_rules",
 ]

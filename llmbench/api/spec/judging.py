@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar
 from pydantic import Field, Strict
 
 from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
+from .flag import CliFlag
 from .types import Float, PositiveInt, Str
 
 __all__ = [
@@ -79,10 +80,13 @@ class Slo(ApiModel):
 class Cost(ApiModel):
     """Price of the deployment, for cost per million output tokens."""
 
-    price_per_hour: Float | None = Field(
-        default=None, gt=0, description="Price of the serving hardware per hour."
-    )
-    currency: Str = Field(default="EUR", max_length=16, description="Currency label of the price.")
+    price_per_hour: Annotated[
+        Float | None,
+        CliFlag("--price-per-hour", reads="number", metavar="P", help="price of the deployment"),
+    ] = Field(default=None, gt=0, description="Price of the serving hardware per hour.")
+    currency: Annotated[
+        Str, CliFlag("--currency", help="currency label of --price-per-hour")
+    ] = Field(default="EUR", max_length=16, description="Currency label of the price.")
 
 
 _DROP_PATTERN = r"^-?[0-9]+(\.[0-9]+)?%$"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
 from ..rules import ApiModel, Rule
+from .flag import CliFlag
 from .types import Bool, Float, Int, PositiveInt, cel_value
 
 __all__ = [
@@ -39,26 +40,75 @@ class Sessions(ApiModel):
         ),
     )
 
-    count: PositiveInt = Field(
+    count: Annotated[
+        PositiveInt,
+        CliFlag(
+            "--num-sessions",
+            metavar="N",
+            help="multi-turn chat sessions instead of independent requests: each sends its "
+            "turns in order with the chat history so far, the next turn a delay after the answer",
+        ),
+    ] = Field(
         le=1000000, description="Sessions to run (GenAI-Perf's --num-sessions)."
     )
-    concurrency: PositiveInt = Field(
+    concurrency: Annotated[
+        PositiveInt,
+        CliFlag(
+            "--session-concurrency",
+            default=None,
+            metavar="N",
+            help="with --num-sessions: sessions in flight (default 1)",
+        ),
+    ] = Field(
         default=1, description="Sessions in flight (--session-concurrency)."
     )
-    turns_mean: PositiveInt = Field(
+    turns_mean: Annotated[
+        PositiveInt,
+        CliFlag(
+            "--session-turns-mean",
+            default=None,
+            metavar="TURNS",
+            help="with --num-sessions: mean turns per session (default 1)",
+        ),
+    ] = Field(
         default=1, le=10000, description="Mean turns per session (--session-turns-mean)."
     )
-    turns_stddev: Float = Field(
+    turns_stddev: Annotated[
+        Float,
+        CliFlag(
+            "--session-turns-stddev",
+            default=None,
+            metavar="TURNS",
+            help="with --num-sessions: standard deviation of the turns (default 0)",
+        ),
+    ] = Field(
         default=0.0, ge=0, description="Standard deviation of the turns (--session-turns-stddev)."
     )
-    turn_delay_mean_ms: Float = Field(
+    turn_delay_mean_ms: Annotated[
+        Float,
+        CliFlag(
+            "--session-turn-delay-mean",
+            default=None,
+            metavar="MS",
+            help="with --num-sessions: mean delay (ms) from an answer to the next turn "
+            "(default 0)",
+        ),
+    ] = Field(
         default=0.0,
         ge=0,
         le=86400000,
         description="Mean delay (ms) from an answer to the session's next turn "
         "(--session-turn-delay-mean).",
     )
-    turn_delay_stddev_ms: Float = Field(
+    turn_delay_stddev_ms: Annotated[
+        Float,
+        CliFlag(
+            "--session-turn-delay-stddev",
+            default=None,
+            metavar="MS",
+            help="with --num-sessions: standard deviation (ms) of the delay (default 0)",
+        ),
+    ] = Field(
         default=0.0,
         ge=0,
         description="Standard deviation (ms) of the delay (--session-turn-delay-stddev).",
@@ -160,38 +210,82 @@ class Load(ApiModel):
     )
 
     mode: LoadMode = Field(default="concurrency", description="Closed or open loop.")
-    concurrency: Int = Field(default=1, ge=1, description="Requests in flight (closed loop).")
-    request_rate: Float | None = Field(
+    concurrency: Annotated[Int, CliFlag("--concurrency", default=None)] = Field(
+        default=1, ge=1, description="Requests in flight (closed loop)."
+    )
+    request_rate: Annotated[Float | None, CliFlag("--request-rate")] = Field(
         default=None, gt=0, description="Requests per second (open loop)."
     )
-    request_rate_mode: RateMode = Field(default="constant", description="Arrival process.")
-    max_concurrency: PositiveInt | None = Field(
+    request_rate_mode: Annotated[RateMode, CliFlag("--request-rate-mode")] = Field(
+        default="constant", description="Arrival process."
+    )
+    max_concurrency: Annotated[PositiveInt | None, CliFlag("--max-concurrency")] = Field(
         default=None, description="Cap on in-flight requests (open loop)."
     )
-    request_count: PositiveInt | None = Field(
-        default=None, description="Measured requests (default max(100, 4 x concurrency))."
-    )
-    measurement_duration_seconds: Float | None = Field(
-        default=None, gt=0, description="Bound the measurement by time."
-    )
-    warmup_request_count: Int = Field(
+    request_count: Annotated[
+        PositiveInt | None,
+        CliFlag("--request-count", help="measured requests (default: max(100, 4 × concurrency))"),
+    ] = Field(default=None, description="Measured requests (default max(100, 4 x concurrency)).")
+    measurement_duration_seconds: Annotated[
+        Float | None,
+        CliFlag(
+            "--measurement-duration",
+            metavar="SECONDS",
+            help="bound the measured phase by time instead of --request-count",
+        ),
+    ] = Field(default=None, gt=0, description="Bound the measurement by time.")
+    warmup_request_count: Annotated[Int, CliFlag("--warmup-request-count")] = Field(
         default=0, ge=0, description="Requests sent first and excluded."
     )
-    workers: Int = Field(default=1, ge=1, description="Client processes.")
-    measurement_interval_ms: Float | None = Field(
+    workers: Annotated[
+        Int,
+        CliFlag(
+            "--workers",
+            help="client processes, each with its own event loop (split the concurrency)",
+        ),
+    ] = Field(default=1, ge=1, description="Client processes.")
+    measurement_interval_ms: Annotated[
+        Float | None,
+        CliFlag(
+            "--measurement-interval",
+            "-p",
+            metavar="MS",
+            help="measure in time windows of MS milliseconds until the last three agree within "
+            "--stability-percentage (at most 10 windows) instead of --request-count",
+        ),
+    ] = Field(
         default=None,
         gt=0,
         le=86400000,
         description="Time windows of this many ms (GenAI-Perf's --measurement-interval): the "
         "load runs until the last three windows agree within stabilityPercentage, at most 10.",
     )
-    stability_percentage: Float | None = Field(
+    stability_percentage: Annotated[
+        Float | None,
+        CliFlag(
+            "--stability-percentage",
+            "-s",
+            metavar="PCT",
+            help="with --measurement-interval: the most the last three windows' request "
+            "throughput and mean latency may differ, max/min - 1 in % (default 999)",
+        ),
+    ] = Field(
         default=None,
         gt=0,
         description="With measurementIntervalMs: how far (max / min − 1, in %) the last three "
         "windows' request throughput and mean latency may differ (default 999).",
     )
-    fixed_schedule: Bool = Field(
+    fixed_schedule: Annotated[
+        Bool,
+        CliFlag(
+            "--fixed-schedule",
+            form="bare_or_value",
+            default=None,
+            metavar="true|false",
+            help="replay --input-file as a trace: each row once, sent at its 'timestamp' (ms) "
+            "after the first row's, open loop, the lag recorded (--input-file payload:F too)",
+        ),
+    ] = Field(
         default=False,
         description="Trace replay (GenAI-Perf's --fixed-schedule): every row of "
         "workload.inputFile once, each sent at its timestamp (ms) after the first row's.",

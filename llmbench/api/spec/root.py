@@ -7,10 +7,11 @@ load) sit here, on the object that sees them all. :func:`spec_rules` walks the w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal, get_args
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, PrivateAttr, ValidationError
+from pydantic.fields import FieldInfo
 
 from ..rules import (
     RULES_DEFERRED,
@@ -24,6 +25,7 @@ from ..rules import (
     model_type,
     rule_issues,
 )
+from .flag import CliFlag, field_flags
 from .judging import Baseline, Cost, Slo
 from .load import Load
 from .runner import Artifacts, Runner, Telemetry
@@ -44,6 +46,7 @@ __all__ = [
     "VERSION",
     "Placement",
     "Spec",
+    "spec_flags",
     "spec_rules",
 ]
 
@@ -196,10 +199,33 @@ class Spec(ApiModel):
     workload: Workload = Field(default_factory=Workload, description="What each request sends.")
     load: Load = Field(default_factory=Load, description="How requests are issued.")
     sweep: Sweep | None = Field(default=None, description="Several points; absent = one point.")
-    repetitions: Int = Field(
-        default=1, ge=1, le=100, description="Runs per point (mean and spread reported)."
-    )
-    slo: Slo = Field(default_factory=Slo, description="Objectives: max load under SLO, goodput.")
+    repetitions: Annotated[
+        Int,
+        CliFlag(
+            "--repetitions",
+            reads="integer",
+            help="runs per point; mean and spread reported, spread > 10% flagged",
+        ),
+    ] = Field(default=1, ge=1, le=100, description="Runs per point (mean and spread reported).")
+    slo: Annotated[
+        Slo,
+        CliFlag(
+            "--goodput",
+            form="words",
+            default=(),
+            metavar="KEY:VALUE",
+            help="SLOs: ttft:MS itl:MS e2e:MS ttst:MS otpu:TOK_S, or GenAI-Perf's names "
+            "(time_to_first_token, inter_token_latency, request_latency, time_to_second_token, "
+            "output_token_throughput_per_user)",
+        ),
+        CliFlag(
+            "--slo",
+            form="words",
+            default=(),
+            metavar="KEY:VALUE",
+            help="ttft_p99:MS itl_p99:MS e2e_p99:MS goodput_ratio:0-1 (also counted as goodput)",
+        ),
+    ] = Field(default_factory=Slo, description="Objectives: max load under SLO, goodput.")
     telemetry: Telemetry = Field(default_factory=Telemetry, description="GPU and server metrics.")
     placement: Placement = Field(
         default="SameNode", description="Where the runner Job runs relative to the pods."
@@ -334,22 +360,39 @@ class Spec(ApiModel):
         type(self)._from_mapping(body)
 
 
+def _tree(model: type[ApiModel], path: str) -> Iterator[tuple[str, type[ApiModel] | FieldInfo]]:
+    """The model, then each field (and the tree of a model it holds), with manifest paths."""
+    yield path, model
+    for name, info in model.model_fields.items():
+        sub = f"{path}.{info.alias or name}"
+        yield sub, info
+        child = model_type(info.annotation)
+        if child is not None:
+            yield from _tree(child, sub)
+
+
 def spec_rules() -> list[tuple[str, Rule]]:
     """Every rule of the spec, with the manifest path of the object or field it sits on.
 
     Why: docs, the CRD test and the e2e test enumerate the rules from the model itself, so a
     new rule cannot be added without being covered. Paths are like ``spec.target.url``.
     """
-    out: list[tuple[str, Rule]] = []
+    return [
+        (path, r)
+        for path, node in _tree(Spec, "spec")
+        for r in (node.RULES if isinstance(node, type) else field_rules(node))
+    ]
 
-    def walk(model: type[ApiModel], path: str) -> None:
-        out.extend((path, r) for r in model.RULES)
-        for name, info in model.model_fields.items():
-            sub = f"{path}.{info.alias or name}"
-            out.extend((sub, r) for r in field_rules(info))
-            child = model_type(info.annotation)
-            if child is not None:
-                walk(child, sub)
 
-    walk(Spec, "spec")
-    return out
+def spec_flags() -> list[tuple[str, FieldInfo, CliFlag]]:
+    """Every command-line flag declared on the spec: its field's manifest path and the field.
+
+    Why: the command line generates its flags from these (see :mod:`.flag`), so a field and
+    its flag are declared together. Paths are like ``spec.load.requestCount``.
+    """
+    return [
+        (path, node, flag)
+        for path, node in _tree(Spec, "spec")
+        if isinstance(node, FieldInfo)
+        for flag in field_flags(node)
+    ]

@@ -6,12 +6,19 @@ parsed numbers, so that the API server refuses what :func:`llmbench.api.sweep_va
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
 from ..rules import ApiModel, Rule, cel_string, re2_matches
-from ..sweep_values import INTEGER_SWEEP_TYPES, MAX_RANGE_POINTS, SweepType, sweep_values
+from ..sweep_values import (
+    INTEGER_SWEEP_TYPES,
+    MAX_RANGE_POINTS,
+    SWEEP_TYPES,
+    SweepType,
+    sweep_values,
+)
+from .flag import CliFlag
 from .types import Bool, Float, Str, cel_value, cel_whole, is_whole
 
 __all__ = [
@@ -191,25 +198,55 @@ class Sweep(ApiModel):
         ),
     )
 
-    type: SweepType = Field(default="concurrency", description="The swept quantity.")
-    range: Str | None = Field(
+    type: Annotated[
+        SweepType,
+        CliFlag(
+            "--sweep-type",
+            reads="text",  # analyze names GenAI-Perf's other sweep types itself
+            help=f"swept quantity: {', '.join(SWEEP_TYPES)} (default concurrency)",
+        ),
+    ] = Field(default="concurrency", description="The swept quantity.")
+    range: Annotated[
+        Str | None,
+        CliFlag(
+            "--sweep-range",
+            metavar="START:END[:STEP]",
+            help="concurrency without STEP: powers of two (1:256 -> 1,2,4,..,256); other types "
+            "without STEP: 8 evenly spaced values. Default: concurrency 1:256",
+        ),
+    ] = Field(
         default=None,
         max_length=64,
         description="start:end[:step]; concurrency without step = powers of two "
         "(1:256 -> 1,2,..,256).",
     )
-    values: list[Float] | None = Field(
+    values: Annotated[
+        list[Float] | None,
+        CliFlag(
+            "--sweep-list",
+            reads="text",  # A,B,C: parse_sweep_list reads it
+            metavar="A,B,C",
+            help="explicit values instead of a range",
+        ),
+    ] = Field(
         default=None,
         min_length=1,
         max_length=128,
         description="Explicit values instead of range.",
     )
-    stop_after_knee: Bool = Field(
-        default=False, description="End the sweep one point past the knee."
-    )
-    on_point_failure: OnPointFailure = Field(
-        default="continue", description="A failed point: go on or stop."
-    )
+    stop_after_knee: Annotated[
+        Bool,
+        CliFlag(
+            "--stop-after-knee", form="switch", help="end the sweep one point past the knee"
+        ),
+    ] = Field(default=False, description="End the sweep one point past the knee.")
+    on_point_failure: Annotated[
+        OnPointFailure,
+        CliFlag(
+            "--on-point-failure",
+            help="a point that fails entirely (server down): go on or stop (default continue)",
+        ),
+    ] = Field(default="continue", description="A failed point: go on or stop.")
 
     def _after_rules(self) -> list[tuple[str, str]]:
         """What sweep_values still refuses once every declared rule holds (Python only).

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import Field, Strict
 
 from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
+from .flag import CliFlag
 from .types import URL_PATTERN, Bool, Float, Int, Str
 
 __all__ = [
@@ -89,7 +90,12 @@ class Target(ApiModel):
         ),
     )
 
-    url: TargetUrl | None = Field(
+    url: Annotated[
+        TargetUrl | None,
+        CliFlag(
+            "--url", default="http://127.0.0.1:8000", help="server base URL (scheme optional)"
+        ),
+    ] = Field(
         default=None,
         description="Base URL, e.g. http://vllm:8000 (or use service).",
     )
@@ -99,13 +105,22 @@ class Target(ApiModel):
         max_length=512,
         description="Model name as served (default: the first in /v1/models).",
     )
-    endpoint_type: EndpointType = Field(default="chat", description="OpenAI API flavour.")
-    endpoint: EndpointPath | None = Field(
-        default=None, description="Custom path, e.g. /v1/chat/completions."
-    )
-    streaming: Bool = Field(
-        default=True, description="Stream responses (SSE); needed for TTFT/ITL."
-    )
+    endpoint_type: Annotated[
+        EndpointType,
+        CliFlag("--endpoint-type", help="chat (default), completions or embeddings"),
+    ] = Field(default="chat", description="OpenAI API flavour.")
+    endpoint: Annotated[
+        EndpointPath | None,
+        CliFlag("--endpoint", help="custom path, e.g. v1/chat/completions (leading / optional)"),
+    ] = Field(default=None, description="Custom path, e.g. /v1/chat/completions.")
+    streaming: Annotated[
+        Bool,
+        CliFlag(
+            "--streaming",
+            form="negatable",
+            help="stream responses (SSE); needed for TTFT and ITL (default: on)",
+        ),
+    ] = Field(default=True, description="Stream responses (SSE); needed for TTFT/ITL.")
     pod_selector: dict[str, Any] | None = Field(
         default=None,
         description="Label selector of the inference pods (placement, telemetry).",
@@ -113,7 +128,14 @@ class Target(ApiModel):
     api_key_secret_ref: SecretKeyRef | None = Field(
         default=None, description="Secret key holding the API key."
     )
-    request_timeout_seconds: Float = Field(default=600.0, gt=0, description="Per-request timeout.")
+    request_timeout_seconds: Annotated[
+        Float,
+        CliFlag(
+            "--request-timeout",
+            metavar="SECONDS",
+            help="per-request timeout, the preflight's included (default 600)",
+        ),
+    ] = Field(default=600.0, gt=0, description="Per-request timeout.")
 
     def base_url(self, namespace: str | None = None) -> str:
         """The URL to send to: ``url``, or the Service's in-cluster DNS name.
