@@ -9,9 +9,28 @@ no-op. These tables are that knowledge, kept apart from the flags llmbench does 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["UNSUPPORTED_FLAGS", "add_unsupported", "endpoint_type", "service_kind"]
+__all__ = [
+    "GENAI_PERF_PARSERS",
+    "GENAI_PERF_SPELLINGS",
+    "UNSUPPORTED_FLAGS",
+    "add_unsupported",
+    "endpoint_type",
+    "service_kind",
+]
+
+#: GenAI-Perf's spellings of llmbench's flags, in ``--help`` order: the flag's own names
+#: (``CliFlag.names``, which messages show) with the aliases GenAI-Perf users type added.
+GENAI_PERF_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "--url": ("-u", "--url"),
+    "--request-count": ("--request-count", "--num-requests"),
+    "--warmup-request-count": ("--warmup-request-count", "--num-warmup-requests"),
+    "--synthetic-input-tokens-mean": ("--synthetic-input-tokens-mean", "--isl"),
+    "--output-tokens-mean": ("--output-tokens-mean", "--osl"),
+    "--goodput": ("--goodput", "-g"),
+}
 
 #: GenAI-Perf endpoint types that are not OpenAI chat/completions/embeddings → why not.
 OTHER_ENDPOINT_TYPES = {
@@ -111,3 +130,7 @@ def add_unsupported(p: argparse.ArgumentParser) -> None:
         if free:
             p.add_argument(*free, action=_Unsupported, what=what, dest=argparse.SUPPRESS)
 
+
+#: Flags whose value GenAI-Perf users may give in a form llmbench refuses with a message of
+#: its own: the parser replaces the one the spec field's type would give.
+GENAI_PERF_PARSERS: dict[str, Callable[[str], Any]] = {"--endpoint-type": endpoint_type}
