@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llmbench.api import SWEEP_TYPES, Spec, SpecError, parse_sweep_list, sweep_values
+from llmbench.api import SWEEP_TYPES, Slo, Spec, SpecError, parse_sweep_list, sweep_values
 from llmbench.api.results import SweepAnalysis
 from llmbench.cli import profile as profile_cli
 from llmbench.cli import telemetry as telemetry_flags
@@ -42,13 +42,8 @@ from llmbench.runner.sweep.run import DONE, CheckpointError, SweepResult
 
 __all__ = ["add_arguments", "run", "spec_from_args", "spec_from_file"]
 
-#: ``--slo`` keys → Slo field.
-SLO_FLAG_KEYS = {
-    "ttft_p99": "ttftP99Ms",
-    "itl_p99": "itlP99Ms",
-    "e2e_p99": "e2eP99Ms",
-    "goodput_ratio": "goodputRatio",
-}
+#: ``--slo`` keys → the manifest key of the Slo field.
+SLO_FLAG_KEYS = {k: Slo.model_fields[f].alias or f for k, f in Slo.LIMITS.items()}
 
 #: Analyze-only flags → spec field paths, for error messages (profile's are in SPEC_FLAGS);
 #: a sweep's own rules (exactly one of range and values) name both flags.

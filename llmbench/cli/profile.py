@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmbench.api import Spec, SpecError
+from llmbench.api import Slo, Spec, SpecError
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import (
     normalize_endpoint,
@@ -36,14 +36,8 @@ __all__ = [
     "spec_from_flags",
 ]
 
-#: ``--goodput`` keys → the Slo fields that hold them.
-_GOODPUT_FIELDS = {
-    "ttft": "ttftP99Ms",
-    "itl": "itlP99Ms",
-    "e2e": "e2eP99Ms",
-    "ttst": "ttstP99Ms",
-    "otpu": "minOutputTokenThroughputPerUser",
-}
+#: ``--goodput`` keys → the manifest keys of the Slo fields that hold them.
+_GOODPUT_FIELDS = {k: Slo.model_fields[f].alias or f for k, f in Slo.PER_REQUEST.items()}
 
 #: GenAI-Perf's ``--input-file PREFIX:...`` forms llmbench does not read → what they are.
 _INPUT_FILE_PREFIXES = {

@@ -55,26 +55,33 @@ class Slo(ApiModel):
         description="Minimum fraction of requests meeting every latency limit (0-1].",
     )
 
+    #: The point limits by ``llmbench analyze --slo`` key → their fields.
+    LIMITS: ClassVar[dict[str, str]] = {
+        "ttft_p99": "ttft_p99_ms",
+        "itl_p99": "itl_p99_ms",
+        "e2e_p99": "e2e_p99_ms",
+        "goodput_ratio": "goodput_ratio",
+    }
+    #: The per-request limits that define goodput, by ``--goodput`` key → their fields.
+    PER_REQUEST: ClassVar[dict[str, str]] = {
+        "ttft": "ttft_p99_ms",
+        "itl": "itl_p99_ms",
+        "e2e": "e2e_p99_ms",
+        "ttst": "ttst_p99_ms",
+        "otpu": "min_output_token_throughput_per_user",
+    }
+
     def limits(self) -> dict[str, float]:
         """Set limits by CLI key (``ttft_p99``, ``itl_p99``, ``e2e_p99``, ``goodput_ratio``)."""
-        pairs = {
-            "ttft_p99": self.ttft_p99_ms,
-            "itl_p99": self.itl_p99_ms,
-            "e2e_p99": self.e2e_p99_ms,
-            "goodput_ratio": self.goodput_ratio,
-        }
-        return {k: v for k, v in pairs.items() if v is not None}
+        return self._set(self.LIMITS)
 
     def per_request(self) -> dict[str, float]:
         """The per-request limits that define goodput (``--goodput`` keys)."""
-        pairs = {
-            "ttft": self.ttft_p99_ms,
-            "itl": self.itl_p99_ms,
-            "e2e": self.e2e_p99_ms,
-            "ttst": self.ttst_p99_ms,
-            "otpu": self.min_output_token_throughput_per_user,
-        }
-        return {k: v for k, v in pairs.items() if v is not None}
+        return self._set(self.PER_REQUEST)
+
+    def _set(self, keys: dict[str, str]) -> dict[str, float]:
+        values = {key: getattr(self, name) for key, name in keys.items()}
+        return {k: v for k, v in values.items() if v is not None}
 
 
 class Cost(ApiModel):
