@@ -35,7 +35,8 @@ FlagForm = Literal["value", "switch", "negatable", "bare_or_value", "words", "mo
 #: How a value's text is read: ``checked`` by the field's type and bounds as the flag is read
 #: (the usage error names the flag; a ``Literal`` field lists its choices); ``number`` or
 #: ``integer`` converted only, the model checking the bounds (its message names the flag too);
-#: ``text`` kept as typed, for the command line to parse; ``path`` a file path.
+#: ``text`` kept as typed, for the command line to parse; ``path`` a file path. Only a flag
+#: with a value (``value``, ``bare_or_value``) reads one; a list's words are parsed later.
 FlagReads = Literal["checked", "number", "integer", "text", "path"]
 
 
