@@ -6,7 +6,8 @@ nothing else of llmbench (only the standard library, pydantic, cronsim and PyYAM
 layer may import it and it can never pull the runner or kopf into the operator's webhook or a
 ``kubectl``-side tool.
 
-* :mod:`llmbench.api.spec`: the pydantic models (``Spec`` and its parts) and their rules;
+* :mod:`llmbench.api.spec`: the pydantic models (``Spec`` and its parts, one module each) and
+  their rules;
 * :mod:`llmbench.api.rules`: the rule record (CEL + Python, one message) and error reporting;
 * :mod:`llmbench.api.sweep_values`: the points of a sweep range or list (pure);
 * :mod:`llmbench.api.crd`: the structural CustomResourceDefinition (``llmbench crd``);

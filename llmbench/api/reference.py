@@ -98,8 +98,13 @@ def reference_markdown() -> str:
         "| --- | --- | --- |",
     ]
     for where, r in spec_rules():
-        by = "API server (CEL) and Python" if r.cel else "Python (`Accepted=False`)"
-        lines.append(f"| `{where}` | {_cell(r.message)} | {by} |")
+        # A rule without CEL says why (Rule.python_only): the table is the whole record.
+        by = (
+            "API server (CEL) and Python"
+            if r.cel
+            else f"Python (`Accepted=False`): {r.python_only}"
+        )
+        lines.append(f"| `{where}` | {_cell(r.message)} | {_cell(by)} |")
     lines += [
         "",
         "## status (written by the operator)",

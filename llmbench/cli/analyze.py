@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llmbench.api import SWEEP_TYPES, Spec, SpecError, parse_sweep_list, sweep_values
+from llmbench.api import SWEEP_TYPES, Slo, Spec, SpecError, parse_sweep_list, sweep_values
 from llmbench.api.results import SweepAnalysis
 from llmbench.cli import profile as profile_cli
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import parse_headers, parse_limits, read_api_key
+from llmbench.cli.spec_flags import ANALYZE_FLAGS, add_analyze_arguments
 from llmbench.runner.report.tables import METRIC_LABELS, format_value
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
@@ -41,82 +42,20 @@ from llmbench.runner.sweep.run import DONE, CheckpointError, SweepResult
 
 __all__ = ["add_arguments", "run", "spec_from_args", "spec_from_file"]
 
-#: ``--slo`` keys → Slo field.
-SLO_FLAG_KEYS = {
-    "ttft_p99": "ttftP99Ms",
-    "itl_p99": "itlP99Ms",
-    "e2e_p99": "e2eP99Ms",
-    "goodput_ratio": "goodputRatio",
-}
+#: ``--slo`` keys → the manifest key of the Slo field.
+SLO_FLAG_KEYS = {k: Slo.model_fields[f].alias or f for k, f in Slo.LIMITS.items()}
 
-#: Analyze-only flags → spec field paths, for error messages (profile's are in SPEC_FLAGS).
+#: Analyze-only flags → spec field paths, for error messages (profile's are in SPEC_FLAGS);
+#: a sweep's own rules (exactly one of range and values) name both flags.
 _SWEEP_FLAGS = {
-    "spec.sweep.type": "--sweep-type",
-    "spec.sweep.range": "--sweep-range",
-    "spec.sweep.values": "--sweep-list",
+    **{f"spec.{path}": flag for path, flag in ANALYZE_FLAGS.values()},
     "spec.sweep": "--sweep-range/--sweep-list",
-    "spec.repetitions": "--repetitions",
-    "spec.slo": "--slo",
-    "spec.cost.pricePerHour": "--price-per-hour",
-    "spec.cost.currency": "--currency",
 }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``profile``'s flags (applied to every point) plus the sweep, SLO and cost flags."""
-    profile_cli.add_arguments(p)
-    s = p.add_argument_group("sweep")
-    s.add_argument(
-        "-f",
-        "--file",
-        type=Path,
-        metavar="MANIFEST",
-        help="run an LLMBenchmark manifest (or bare spec) locally; it defines target, "
-        "workload, load, sweep, SLO and cost, and the matching flags are ignored",
-    )
-    s.add_argument(
-        "--sweep-type",
-        default="concurrency",
-        help=f"swept quantity: {', '.join(SWEEP_TYPES)} (default concurrency)",
-    )
-    s.add_argument(
-        "--sweep-range",
-        metavar="START:END[:STEP]",
-        help="concurrency without STEP: powers of two (1:256 -> 1,2,4,..,256); other types "
-        "without STEP: 8 evenly spaced values. Default: concurrency 1:256",
-    )
-    s.add_argument("--sweep-list", metavar="A,B,C", help="explicit values instead of a range")
-    s.add_argument(
-        "--repetitions",
-        type=int,
-        default=1,
-        help="runs per point; mean and spread reported, spread > 10%% flagged",
-    )
-    s.add_argument(
-        "--stop-after-knee", action="store_true", help="end the sweep one point past the knee"
-    )
-    s.add_argument(
-        "--on-point-failure",
-        choices=("continue", "stop"),
-        default="continue",
-        help="a point that fails entirely (server down): go on or stop (default continue)",
-    )
-    s.add_argument(
-        "--restart",
-        action="store_true",
-        help="ignore an existing checkpoint.json and run every point again",
-    )
-    a = p.add_argument_group("analysis")
-    a.add_argument(
-        "--slo",
-        nargs="+",
-        default=[],
-        metavar="KEY:VALUE",
-        help="ttft_p99:MS itl_p99:MS e2e_p99:MS goodput_ratio:0-1 (also counted as goodput)",
-    )
-    a.add_argument("--price-per-hour", type=float, metavar="P", help="price of the deployment")
-    a.add_argument("--currency", default="EUR", help="currency label of --price-per-hour")
-    a.add_argument("--no-plots", action="store_true", help="skip PNG plots and report.html")
+    add_analyze_arguments(p)
 
 
 def parse_slo_flag(items: Sequence[str]) -> dict[str, float]:

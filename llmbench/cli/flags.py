@@ -18,6 +18,7 @@ __all__ = [
     "non_negative_int",
     "normalize_endpoint",
     "normalize_url",
+    "on_off",
     "parse_extra_inputs",
     "parse_headers",
     "parse_limits",
@@ -263,3 +264,17 @@ def read_api_key(args: argparse.Namespace) -> str | None:
         except OSError as exc:
             raise ValueError(f"--api-key-file {args.api_key_file}: {exc.strerror}") from None
     return None
+
+
+def on_off(flag: str) -> Any:
+    """GenAI-Perf's ``type=bool`` flags: bare, or with true/false (1/0, yes/no)."""
+
+    def parse(text: str) -> bool:
+        word = text.strip().lower()
+        if word in ("true", "1", "yes", "on"):
+            return True
+        if word in ("false", "0", "no", "off"):
+            return False
+        raise argparse.ArgumentTypeError(f"{flag} expects true or false, got {text!r}")
+
+    return parse

@@ -12,7 +12,8 @@ import pytest
 
 from llmbench.cli import build_parser, main
 from llmbench.cli.flags import normalize_endpoint, normalize_url, parse_extra_inputs, parse_slo
-from llmbench.cli.profile import UNSUPPORTED_FLAGS, export_stem, spec_from_flags
+from llmbench.cli.genai_perf import UNSUPPORTED_FLAGS
+from llmbench.cli.profile import export_stem, spec_from_flags
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.metrics import PerRequest, meets_slo
 

@@ -9,7 +9,8 @@ import argparse
 import pytest
 
 from llmbench.cli import build_parser, main
-from llmbench.cli.profile import UNSUPPORTED_FLAGS, spec_from_flags
+from llmbench.cli.genai_perf import UNSUPPORTED_FLAGS
+from llmbench.cli.profile import spec_from_flags
 from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.stability import StabilityConfig

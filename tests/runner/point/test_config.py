@@ -10,7 +10,8 @@ import yaml
 
 from llmbench.api import API_VERSION, Spec
 from llmbench.cli import build_parser
-from llmbench.cli.profile import SPEC_FLAGS, spec_from_flags
+from llmbench.cli.profile import spec_from_flags
+from llmbench.cli.spec_flags import SPEC_FLAGS
 from llmbench.runner.point.config import point_config
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -1,0 +1,234 @@
+"""What a run is held to and priced at: SLOs, the price per hour, the regression baseline."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import Field, Strict
+
+from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
+from .flag import CliFlag
+from .types import Float, PositiveInt, Str
+
+__all__ = [
+    "Baseline",
+    "BaselinePoint",
+    "BaselineValues",
+    "Cost",
+    "Slo",
+    "Tolerances",
+]
+
+
+class Slo(ApiModel):
+    """Service-level objectives a point must meet; p99s in milliseconds."""
+
+    RULES = (
+        Rule(
+            name="slo.goodput-ratio-needs-latency-limit",
+            message="slo.goodputRatio needs at least one per-request limit to count "
+            "(ttftP99Ms, itlP99Ms, e2eP99Ms, ttstP99Ms or minOutputTokenThroughputPerUser)",
+            cel="!has(self.goodputRatio) || has(self.ttftP99Ms) || has(self.itlP99Ms) || "
+            "has(self.e2eP99Ms) || has(self.ttstP99Ms) || "
+            "has(self.minOutputTokenThroughputPerUser)",
+            check=lambda s: s.goodput_ratio is None or bool(s.per_request()),
+            field_path=".goodputRatio",
+        ),
+    )
+
+    ttft_p99_ms: Float | None = Field(default=None, gt=0, description="p99 TTFT limit.")
+    itl_p99_ms: Float | None = Field(default=None, gt=0, description="p99 ITL limit.")
+    e2e_p99_ms: Float | None = Field(default=None, gt=0, description="p99 request latency limit.")
+    ttst_p99_ms: Float | None = Field(
+        default=None, gt=0, description="Time-to-second-token limit (counts towards goodput)."
+    )
+    min_output_token_throughput_per_user: Float | None = Field(
+        default=None,
+        gt=0,
+        description="Floor on output tokens/s per request, 1000 / ITL ms (counts towards "
+        "goodput).",
+    )
+    goodput_ratio: Float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Minimum fraction of requests meeting every latency limit (0-1].",
+    )
+
+    #: The point limits by ``llmbench analyze --slo`` key → their fields.
+    LIMITS: ClassVar[dict[str, str]] = {
+        "ttft_p99": "ttft_p99_ms",
+        "itl_p99": "itl_p99_ms",
+        "e2e_p99": "e2e_p99_ms",
+        "goodput_ratio": "goodput_ratio",
+    }
+    #: The per-request limits that define goodput, by ``--goodput`` key → their fields.
+    PER_REQUEST: ClassVar[dict[str, str]] = {
+        "ttft": "ttft_p99_ms",
+        "itl": "itl_p99_ms",
+        "e2e": "e2e_p99_ms",
+        "ttst": "ttst_p99_ms",
+        "otpu": "min_output_token_throughput_per_user",
+    }
+
+    def limits(self) -> dict[str, float]:
+        """Set limits by CLI key (``ttft_p99``, ``itl_p99``, ``e2e_p99``, ``goodput_ratio``)."""
+        return self._set(self.LIMITS)
+
+    def per_request(self) -> dict[str, float]:
+        """The per-request limits that define goodput (``--goodput`` keys)."""
+        return self._set(self.PER_REQUEST)
+
+    def _set(self, keys: dict[str, str]) -> dict[str, float]:
+        values = {key: getattr(self, name) for key, name in keys.items()}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+class Cost(ApiModel):
+    """Price of the deployment, for cost per million output tokens."""
+
+    price_per_hour: Annotated[
+        Float | None,
+        CliFlag("--price-per-hour", reads="number", metavar="P", help="price of the deployment"),
+    ] = Field(default=None, gt=0, description="Price of the serving hardware per hour.")
+    currency: Annotated[
+        Str, CliFlag("--currency", help="currency label of --price-per-hour")
+    ] = Field(default="EUR", max_length=16, description="Currency label of the price.")
+
+
+_DROP_PATTERN = r"^-?[0-9]+(\.[0-9]+)?%$"
+_RISE_PATTERN = r"^\+?[0-9]+(\.[0-9]+)?%$"
+
+
+def _tolerance_rules(pattern: str, name: str, message: str) -> FieldRules:
+    return FieldRules(
+        (
+            Rule(
+                name=name,
+                message=message,
+                cel=f"self.matches({cel_string(pattern)})",
+                check=lambda v: re2_matches(pattern, v),
+            ),
+        )
+    )
+
+
+#: How far a metric where more is better (throughput) may drop before it is a regression.
+DropTolerance = Annotated[
+    str,
+    Strict(),
+    Field(max_length=16),
+    _tolerance_rules(
+        _DROP_PATTERN,
+        "spec.baseline-tolerance-drop",
+        "a throughput tolerance says how far it may drop: write -N%, e.g. -5%",
+    ),
+]
+#: How far a metric where less is better (latency, energy, errors) may rise.
+RiseTolerance = Annotated[
+    str,
+    Strict(),
+    Field(max_length=16),
+    _tolerance_rules(
+        _RISE_PATTERN,
+        "spec.baseline-tolerance-rise",
+        "a latency, energy or error tolerance says how far it may rise: write +N%, e.g. +10%",
+    ),
+]
+
+
+class Tolerances(ApiModel):
+    """How far each figure may move the bad way from the baseline before the run counts as a
+    regression; the keys are ``llmbench compare --tolerance``'s. Point keys (``ott``,
+    ``ttftP99``, ...) apply at every swept value both runs measured. Setting any key replaces
+    the defaults (maxOttUnderSlo -5%, peakOtt -5%, ttftP99 +10%, itlP99 +10%)."""
+
+    max_ott_under_slo: DropTolerance | None = Field(
+        default=None, description="Max output token throughput under SLO, e.g. -5%."
+    )
+    peak_ott: DropTolerance | None = Field(
+        default=None, description="Highest output token throughput of the sweep, e.g. -5%."
+    )
+    ott: DropTolerance | None = Field(default=None, description="Output token throughput.")
+    rps: DropTolerance | None = Field(default=None, description="Request throughput.")
+    goodput: DropTolerance | None = Field(default=None, description="Goodput.")
+    ttft_p99: RiseTolerance | None = Field(default=None, description="p99 TTFT, e.g. +10%.")
+    ttft_p50: RiseTolerance | None = Field(default=None, description="p50 TTFT.")
+    ttft_avg: RiseTolerance | None = Field(default=None, description="Mean TTFT.")
+    itl_p99: RiseTolerance | None = Field(default=None, description="p99 inter-token latency.")
+    itl_avg: RiseTolerance | None = Field(default=None, description="Mean inter-token latency.")
+    e2e_p99: RiseTolerance | None = Field(default=None, description="p99 request latency.")
+    e2e_avg: RiseTolerance | None = Field(default=None, description="Mean request latency.")
+    error_rate: RiseTolerance | None = Field(default=None, description="Errors per request.")
+    j_per_token: RiseTolerance | None = Field(
+        default=None, description="GPU energy per output token (J), e.g. +10%."
+    )
+
+    DEFAULTS: ClassVar[dict[str, float]] = {
+        "max_ott_under_slo": 5.0, "peak_ott": 5.0, "ttft_p99": 10.0, "itl_p99": 10.0,
+    }
+
+    def percentages(self) -> dict[str, float]:
+        """``{"ttft_p99": 10.0, ...}``: the allowed bad-way change per metric, in percent, keyed
+        as ``llmbench compare`` keys its metrics (the defaults when none is set)."""
+        out = {
+            name: abs(float(value.rstrip("%")))
+            for name in type(self).model_fields
+            if (value := getattr(self, name)) is not None
+        }
+        return out or dict(self.DEFAULTS)
+
+
+class BaselinePoint(ApiModel):
+    """Fixed figures of one swept value (the sweep's concurrency, rate or length)."""
+
+    value: Float = Field(description="The swept value these figures belong to.")
+    ott: Float | None = Field(default=None, ge=0, description="Output token throughput (tok/s).")
+    rps: Float | None = Field(default=None, ge=0, description="Request throughput (req/s).")
+    ttft_p99_ms: Float | None = Field(default=None, ge=0, description="p99 TTFT (ms).")
+    itl_p99_ms: Float | None = Field(default=None, ge=0, description="p99 ITL (ms).")
+    e2e_p99_ms: Float | None = Field(default=None, ge=0, description="p99 request latency (ms).")
+    joules_per_output_token: Float | None = Field(
+        default=None, ge=0, description="GPU energy per output token (J)."
+    )
+
+
+class BaselineValues(ApiModel):
+    """Fixed numbers to hold every run to (e.g. the figures a capacity plan assumes)."""
+
+    max_ott_under_slo: Float | None = Field(
+        default=None, ge=0, description="Max output token throughput under SLO (tok/s)."
+    )
+    peak_ott: Float | None = Field(
+        default=None, ge=0, description="Highest output token throughput of the sweep (tok/s)."
+    )
+    points: list[BaselinePoint] | None = Field(
+        default=None, max_length=256, description="Per swept value figures."
+    )
+
+
+class Baseline(ApiModel):
+    """What each finished run is compared with for the ``Regressed`` condition: by default
+    the latest earlier run that succeeded, was valid, did not regress and measured the same
+    settings; ``run`` names one instead, ``values`` gives fixed numbers."""
+
+    RULES = (
+        Rule(
+            name="spec.baseline-one-source",
+            message="baseline takes run or values, not both: name a run to compare with, or "
+            "give fixed numbers",
+            cel="!(has(self.run) && has(self.values))",
+            check=lambda b: b.run is None or b.values is None,
+        ),
+    )
+
+    run: PositiveInt | None = Field(
+        default=None,
+        description="Compare with this run number (its results ConfigMap must still exist: "
+        "within historyLimit).",
+    )
+    values: BaselineValues | None = Field(default=None, description="Compare with fixed numbers.")
+    tolerances: Tolerances = Field(
+        default_factory=Tolerances, description="Allowed bad-way change per metric."
+    )
+

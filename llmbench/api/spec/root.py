@@ -1,0 +1,398 @@
+"""The spec itself: the resource's names, the top-level ``Spec``, its cross-object rules.
+
+``Spec`` holds the sub-models of the sibling modules; the rules that read several of them
+(a sweep type against the load mode, embeddings against SLOs, runner replicas against the
+load) sit here, on the object that sees them all. :func:`spec_rules` walks the whole tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import Field, PrivateAttr, ValidationError
+from pydantic.fields import FieldInfo
+
+from ..rules import (
+    RULES_DEFERRED,
+    ApiModel,
+    Rule,
+    SpecError,
+    SpecIssue,
+    cel_string,
+    field_rules,
+    issues_from_validation_error,
+    model_type,
+    rule_issues,
+)
+from .flag import CliFlag, field_flags
+from .judging import Baseline, Cost, Slo
+from .load import Load
+from .runner import Artifacts, Runner, Telemetry
+from .schedule import ConcurrencyPolicy, Schedule, TimeZone
+from .sweep import RANGE_PATTERN, Sweep, range_parts
+from .target import Target
+from .types import Bool, Int, PositiveInt, cel_value
+from .workload import Workload
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "KIND",
+    "PLACEMENTS",
+    "PLURAL",
+    "SHORT_NAMES",
+    "SINGULAR",
+    "VERSION",
+    "Placement",
+    "Spec",
+    "spec_flags",
+    "spec_rules",
+]
+
+GROUP = "llmbench.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "LLMBenchmark"
+PLURAL = "llmbenchmarks"
+SINGULAR = "llmbenchmark"
+SHORT_NAMES = ("llmb",)
+
+Placement = Literal["SameNode", "SameZone", "Any"]
+
+PLACEMENTS: tuple[str, ...] = get_args(Placement)
+
+
+_EMBEDDINGS = f"{cel_value('self.target.endpointType', 'chat')} == 'embeddings'"
+_SWEEP_TYPE = cel_value("self.sweep.type", "concurrency")
+_LOAD_MODE = cel_value("self.load.mode", "concurrency")
+_FIXED = "has(self.load) && has(self.load.fixedSchedule) && self.load.fixedSchedule"
+_SESSIONS = "has(self.load) && has(self.load.sessions)"
+_REPLICAS = "((has(self.runner) && has(self.runner.replicas)) ? self.runner.replicas : 1)"
+
+
+def _replicas_share_ok(s: Spec) -> bool:
+    """Every runner pod gets a slot and a request (Python's form of ``spec.replicas-share``)."""
+    r = s.runner.replicas
+    ld = s.load
+    if r <= 1:
+        return True
+    if ld.request_count is not None and ld.request_count < r:
+        return False
+    if ld.max_concurrency is not None and ld.max_concurrency < r:
+        return False
+    if ld.mode == "request_rate":
+        return True
+    sw = s.sweep
+    if sw is not None and sw.type == "concurrency":
+        if sw.values is not None and any(v < r for v in sw.values):
+            return False
+        parts = range_parts(sw)
+        return parts is None or parts[0] >= r
+    return ld.concurrency >= r
+
+
+class Spec(ApiModel):
+    """The spec of an LLMBenchmark: one benchmark run is one sweep (or one point)."""
+
+    RULES = (
+        Rule(
+            name="spec.concurrency-sweep-needs-closed-loop",
+            message="sweep.type concurrency needs load.mode concurrency; sweep request_rate "
+            "for an open-loop load",
+            cel=f"!has(self.sweep) || {_SWEEP_TYPE} != 'concurrency' || "
+            f"{_LOAD_MODE} != 'request_rate'",
+            check=lambda s: (
+                s.sweep is None or s.sweep.type != "concurrency" or s.load.mode != "request_rate"
+            ),
+            field_path=".sweep.type",
+        ),
+        Rule(
+            name="spec.embeddings-no-output-length-sweep",
+            message="embeddings have no output length to sweep; sweep.type "
+            "output_sequence_length needs target.endpointType chat or completions",
+            cel=f"!has(self.sweep) || {_SWEEP_TYPE} != 'output_sequence_length' || "
+            f"!({_EMBEDDINGS})",
+            check=lambda s: (
+                s.sweep is None
+                or s.sweep.type != "output_sequence_length"
+                or s.target.endpoint_type != "embeddings"
+            ),
+            field_path=".sweep.type",
+        ),
+        Rule(
+            name="spec.embeddings-no-latency-slo",
+            message="latency SLOs (ttftP99Ms, itlP99Ms, e2eP99Ms, ttstP99Ms, "
+            "minOutputTokenThroughputPerUser) need a generating endpoint: "
+            "target.endpointType chat or completions",
+            cel=f"!({_EMBEDDINGS}) || !has(self.slo) || !(has(self.slo.ttftP99Ms) || "
+            "has(self.slo.itlP99Ms) || has(self.slo.e2eP99Ms) || has(self.slo.ttstP99Ms) || "
+            "has(self.slo.minOutputTokenThroughputPerUser))",
+            check=lambda s: s.target.endpoint_type != "embeddings" or not s.slo.per_request(),
+            field_path=".slo",
+        ),
+        Rule(
+            name="spec.fixed-schedule-needs-a-trace",
+            message="load.fixedSchedule replays workload.inputFile (rows with a timestamp in "
+            "ms) as one point: set workload.inputFile and remove sweep",
+            cel=f"!({_FIXED}) || (has(self.workload) && has(self.workload.inputFile) && "
+            "!has(self.sweep))",
+            check=lambda s: not s.load.fixed_schedule or (
+                s.workload.input_file is not None and s.sweep is None
+            ),
+            field_path=".load.fixedSchedule",
+        ),
+        Rule(
+            name="spec.sessions-synthetic-chat",
+            message="load.sessions sends synthetic chat turns as one point: needs "
+            "target.endpointType chat; remove workload.inputFile and sweep",
+            cel=f"!({_SESSIONS}) || ({cel_value('self.target.endpointType', 'chat')} == 'chat' && "
+            "!(has(self.workload) && has(self.workload.inputFile)) && !has(self.sweep))",
+            check=lambda s: s.load.sessions is None or (
+                s.target.endpoint_type == "chat" and s.workload.input_file is None
+                and s.sweep is None
+            ),
+            field_path=".load.sessions",
+        ),
+        Rule(
+            name="spec.replicas-split",
+            message="runner.replicas > 1 splits a point's requests between the runner pods by "
+            "number; that cannot be done exactly for load.sessions (a session's turns need "
+            "one client), load.fixedSchedule, load.measurementIntervalMs (stable windows are "
+            "watched in one process) or load.measurementDurationSeconds (use "
+            "load.requestCount): remove them or set runner.replicas 1",
+            cel=f"{_REPLICAS} <= 1 || !has(self.load) || (!has(self.load.sessions) && "
+            "!(has(self.load.fixedSchedule) && self.load.fixedSchedule) && "
+            "!has(self.load.measurementIntervalMs) && "
+            "!has(self.load.measurementDurationSeconds))",
+            check=lambda s: s.runner.replicas <= 1 or (
+                s.load.sessions is None and not s.load.fixed_schedule
+                and s.load.measurement_interval_ms is None
+                and s.load.measurement_duration_seconds is None
+            ),
+            field_path=".runner.replicas",
+        ),
+        Rule(
+            name="spec.replicas-share",
+            message="runner.replicas > 1 gives each runner pod a share of the point: "
+            "load.concurrency (every swept concurrency), load.requestCount and "
+            "load.maxConcurrency must be at least runner.replicas, so no pod is left without "
+            "a slot or a request",
+            cel=f"{_REPLICAS} <= 1 || ("
+            f"(!has(self.load) || !has(self.load.requestCount) || "
+            f"self.load.requestCount >= {_REPLICAS}) && "
+            f"(!has(self.load) || !has(self.load.maxConcurrency) || "
+            f"self.load.maxConcurrency >= {_REPLICAS}) && "
+            f"({_LOAD_MODE} == 'request_rate' || ("
+            f"(has(self.sweep) && {_SWEEP_TYPE} == 'concurrency') ? "
+            f"((!has(self.sweep.values) || self.sweep.values.all(v, v >= double({_REPLICAS}))) "
+            f"&& (!has(self.sweep.range) || !self.sweep.range.matches({cel_string(RANGE_PATTERN)})"
+            f" || double(self.sweep.range.split(':')[0].trim()) >= double({_REPLICAS}))) : "
+            f"((has(self.load) && has(self.load.concurrency)) ? self.load.concurrency : 1) >= "
+            f"{_REPLICAS})))",
+            check=lambda s: _replicas_share_ok(s),
+            field_path=".runner.replicas",
+        ),
+    )
+
+    target: Target = Field(description="The endpoint measured.")
+    workload: Workload = Field(default_factory=Workload, description="What each request sends.")
+    load: Load = Field(default_factory=Load, description="How requests are issued.")
+    sweep: Sweep | None = Field(default=None, description="Several points; absent = one point.")
+    repetitions: Annotated[
+        Int,
+        CliFlag(
+            "--repetitions",
+            reads="integer",
+            help="runs per point; mean and spread reported, spread > 10% flagged",
+        ),
+    ] = Field(default=1, ge=1, le=100, description="Runs per point (mean and spread reported).")
+    slo: Annotated[
+        Slo,
+        CliFlag(
+            "--goodput",
+            form="words",
+            default=(),
+            metavar="KEY:VALUE",
+            help="SLOs: ttft:MS itl:MS e2e:MS ttst:MS otpu:TOK_S, or GenAI-Perf's names "
+            "(time_to_first_token, inter_token_latency, request_latency, time_to_second_token, "
+            "output_token_throughput_per_user)",
+        ),
+        CliFlag(
+            "--slo",
+            form="words",
+            default=(),
+            metavar="KEY:VALUE",
+            help="ttft_p99:MS itl_p99:MS e2e_p99:MS goodput_ratio:0-1 (also counted as goodput)",
+        ),
+    ] = Field(default_factory=Slo, description="Objectives: max load under SLO, goodput.")
+    telemetry: Telemetry = Field(default_factory=Telemetry, description="GPU and server metrics.")
+    placement: Placement = Field(
+        default="SameNode", description="Where the runner Job runs relative to the pods."
+    )
+    schedule: Schedule | None = Field(
+        default=None,
+        description='Cron schedule for recurring runs, e.g. "0 2 * * *" or @daily.',
+    )
+    time_zone: TimeZone | None = Field(
+        default=None, description="Time zone of the schedule (IANA name); default UTC."
+    )
+    suspend: Bool = Field(default=False, description="Pause the schedule (no new ticks run).")
+    concurrency_policy: ConcurrencyPolicy = Field(
+        default="Forbid",
+        description="A tick while a run is in progress: Forbid skips it, Replace stops the "
+        "run and starts a new one.",
+    )
+    starting_deadline_seconds: PositiveInt | None = Field(
+        default=None,
+        description="A tick missed (operator down) runs late only within this many seconds; "
+        "at most one catch-up run either way.",
+    )
+    cost: Cost = Field(
+        default_factory=Cost, description="Price per hour, for cost per output token."
+    )
+    runner: Runner = Field(
+        default_factory=Runner, description="The runner Job: image, resources, deadline, retries."
+    )
+    history_limit: Int = Field(
+        default=30, ge=1, le=1000,
+        description="Finished runs kept (status.history and their results ConfigMaps); older "
+        "ones are deleted.",
+    )
+    baseline: Baseline = Field(
+        default_factory=Baseline,
+        description="What each run is compared with for the Regressed condition, and the "
+        "tolerances.",
+    )
+    artifacts: Artifacts = Field(
+        default_factory=Artifacts,
+        description="Full artefacts of each run on a volume (the results ConfigMap always "
+        "holds the figures).",
+    )
+
+    # The manifest's namespace is not part of the spec; kept beside it for Service DNS names.
+    _namespace: str | None = PrivateAttr(default=None)
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace of the manifest this spec came from (None for a bare spec)."""
+        return self._namespace
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_manifest(cls, doc: Any, namespace: str | None = None) -> Spec:
+        """Parses a full ``LLMBenchmark`` manifest, or just its ``spec`` mapping.
+
+        Keys are read by their manifest (camelCase) names only, as the API server reads them.
+
+        Args:
+            doc: The parsed YAML/JSON document.
+            namespace: The benchmark's namespace; default: ``metadata.namespace``.
+
+        Returns:
+            The validated spec, with the namespace kept beside it.
+
+        Raises:
+            SpecError: Listing every problem with its field path.
+        """
+        if not isinstance(doc, Mapping):
+            raise SpecError([SpecIssue("spec", "expected a mapping (YAML object)")])
+        body: Any = doc
+        if "kind" in doc or "apiVersion" in doc:
+            issues: list[SpecIssue] = []
+            if doc.get("kind") != KIND:
+                issues.append(SpecIssue("kind", f"{doc.get('kind')!r}: expected {KIND}"))
+            if doc.get("apiVersion") != API_VERSION:
+                issues.append(
+                    SpecIssue("apiVersion", f"{doc.get('apiVersion')!r}: expected {API_VERSION}")
+                )
+            if "spec" not in doc:
+                issues.append(SpecIssue("spec", "missing"))
+            if issues:
+                raise SpecError(issues)
+            body = doc["spec"]
+            meta = doc.get("metadata")
+            if namespace is None and isinstance(meta, Mapping):
+                ns = meta.get("namespace")
+                namespace = ns if isinstance(ns, str) else None
+        spec = cls._from_mapping(body)
+        spec._namespace = namespace
+        return spec
+
+    @classmethod
+    def _from_mapping(cls, body: Any) -> Spec:
+        """Validates a ``spec`` mapping by alias, in the API server's two steps.
+
+        First the schema (keys, types, bounds, enums); only a spec that passes it has its rules
+        checked, and then every rule of every object is, wherever another one failed. That is
+        what the API server does (it skips CEL on an object that fails its schema), so both
+        report the same problems.
+        """
+        if not isinstance(body, Mapping):
+            raise SpecError([SpecIssue("spec", f"expected a mapping, got {type(body).__name__}")])
+        try:
+            spec = cls.model_validate(
+                dict(body), by_alias=True, by_name=False, context=RULES_DEFERRED
+            )
+        except ValidationError as err:
+            raise SpecError(issues_from_validation_error(err, cls, "spec")) from None
+        issues = rule_issues(spec, "spec")
+        if issues:
+            raise SpecError(issues)
+        return spec
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest ``spec`` mapping (camelCase keys, unset optional fields left out)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    def points(self) -> list[float | None]:
+        """The sweep's values, or ``[None]`` for a single point."""
+        return list(self.sweep.points()) if self.sweep is not None else [None]
+
+    def validate(self) -> None:  # type: ignore[override]  # BaseModel.validate is pydantic v1's
+        """Re-checks a spec changed in code (fields assigned after construction).
+
+        Raises:
+            SpecError: As :meth:`from_manifest` does, with manifest paths.
+        """
+        body = self.model_dump(by_alias=True, exclude_none=True, warnings=False)
+        type(self)._from_mapping(body)
+
+
+def _tree(model: type[ApiModel], path: str) -> Iterator[tuple[str, type[ApiModel] | FieldInfo]]:
+    """The model, then each field (and the tree of a model it holds), with manifest paths."""
+    yield path, model
+    for name, info in model.model_fields.items():
+        sub = f"{path}.{info.alias or name}"
+        yield sub, info
+        child = model_type(info.annotation)
+        if child is not None:
+            yield from _tree(child, sub)
+
+
+def spec_rules() -> list[tuple[str, Rule]]:
+    """Every rule of the spec, with the manifest path of the object or field it sits on.
+
+    Why: docs, the CRD test and the e2e test enumerate the rules from the model itself, so a
+    new rule cannot be added without being covered. Paths are like ``spec.target.url``.
+    """
+    return [
+        (path, r)
+        for path, node in _tree(Spec, "spec")
+        for r in (node.RULES if isinstance(node, type) else field_rules(node))
+    ]
+
+
+def spec_flags() -> list[tuple[str, FieldInfo, CliFlag]]:
+    """Every command-line flag declared on the spec: its field's manifest path and the field.
+
+    Why: the command line generates its flags from these (see :mod:`.flag`), so a field and
+    its flag are declared together. Paths are like ``spec.load.requestCount``.
+    """
+    return [
+        (path, node, flag)
+        for path, node in _tree(Spec, "spec")
+        if isinstance(node, FieldInfo)
+        for flag in field_flags(node)
+    ]

@@ -1,0 +1,118 @@
+"""The runner Job of each run: its image, resources, replicas, telemetry sources, artefacts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, Strict
+
+from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
+from .types import URL_PATTERN, Int, PositiveInt, Str
+
+__all__ = [
+    "Artifacts",
+    "PvcArtifacts",
+    "Runner",
+    "RunnerLimits",
+    "RunnerRequests",
+    "Telemetry",
+]
+
+
+def _telemetry_source(key: str) -> FieldRules:
+    """auto | off | an http(s) URL, for one telemetry source (``Annotated`` metadata)."""
+    return FieldRules(
+        (
+            Rule(
+                name=f"telemetry.{key}-source",
+                message=f"telemetry.{key} must be auto, off or an http(s):// URL",
+                cel=f"self in ['auto', 'off'] || self.matches({cel_string(URL_PATTERN)})",
+                check=lambda v: v in ("auto", "off") or re2_matches(URL_PATTERN, v),
+            ),
+        )
+    )
+
+
+class Telemetry(ApiModel):
+    """Where GPU and server metrics come from during each point."""
+
+    dcgm: Annotated[str, Strict(), Field(max_length=2048), _telemetry_source("dcgm")] = Field(
+        default="auto", description="'auto' (find the node's exporter), 'off', or a URL."
+    )
+    server_metrics: Annotated[
+        str, Strict(), Field(max_length=2048), _telemetry_source("serverMetrics")
+    ] = Field(default="auto", description="'auto' (target /metrics), 'off', or a URL.")
+
+
+#: A Kubernetes resource quantity as the runner block takes it (``500m``, ``2``, ``1Gi``).
+Quantity = Annotated[
+    str,
+    Strict(),
+    Field(max_length=32, pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"),
+]
+
+
+class RunnerRequests(ApiModel):
+    """CPU and memory the runner pod asks the scheduler for (no GPU, ever)."""
+
+    cpu: Quantity = Field(default="500m", description="CPU request, e.g. 500m.")
+    memory: Quantity = Field(default="512Mi", description="Memory request, e.g. 512Mi.")
+
+
+class RunnerLimits(ApiModel):
+    """CPU and memory the runner pod may use; the runner sizes its response buffer to this."""
+
+    cpu: Quantity = Field(default="2", description="CPU limit, e.g. 2.")
+    memory: Quantity = Field(default="2Gi", description="Memory limit, e.g. 2Gi.")
+
+
+class Runner(ApiModel):
+    """The runner Job the operator creates for each run."""
+
+    image: Annotated[str, Strict(), Field(min_length=1, max_length=512)] | None = Field(
+        default=None, description="Runner image; default: the operator's --runner-image."
+    )
+    requests: RunnerRequests = Field(
+        default_factory=RunnerRequests, description="Pod resource requests."
+    )
+    limits: RunnerLimits = Field(default_factory=RunnerLimits, description="Pod resource limits.")
+    timeout_seconds: PositiveInt | None = Field(
+        default=None, description="Whole-run deadline (the Job's activeDeadlineSeconds)."
+    )
+    backoff_limit: Int = Field(
+        default=3, ge=0, le=20, description="Runner pod retries; a retry resumes the sweep."
+    )
+    replicas: Int = Field(
+        default=1, ge=1, le=64,
+        description="Runner pods that drive each point together (an Indexed Job): the load "
+        "is split between them and their requests are merged into one result.",
+    )
+
+
+class PvcArtifacts(ApiModel):
+    """A PersistentVolumeClaim in the benchmark's namespace that keeps every run's files."""
+
+    claim_name: Str = Field(
+        min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="The claim's name, in the benchmark's namespace (lowercase letters, "
+        "digits, '-' and '.'); it must exist, ReadWriteMany when runner pods of one run may "
+        "land on several nodes.",
+    )
+    sub_path: Str | None = Field(
+        default=None, min_length=1, max_length=512,
+        # every segment starts with a letter, digit, _ or -: no "..", no absolute path
+        pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$",
+        description="A relative folder inside the volume under which <benchmark>/run-<n>/ "
+        "is written (segments of letters, digits, '.', '_' and '-', none starting with '.'); "
+        "default: the volume's root.",
+    )
+
+
+class Artifacts(ApiModel):
+    """Where a run's full artefacts go besides its results ConfigMap."""
+
+    pvc: PvcArtifacts | None = Field(
+        default=None,
+        description="Write each run's folder (per-request exports, per-point results, the "
+        "summary CSV and the HTML report, as llmbench analyze lays them out) to this claim.",
+    )

@@ -1,0 +1,265 @@
+"""Several load points run one after another: the swept quantity, its range or values.
+
+Every rule on ``sweep.range`` is stated twice, in CEL on the range text and in Python on its
+parsed numbers, so that the API server refuses what :func:`llmbench.api.sweep_values` would.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field
+
+from ..rules import ApiModel, Rule, cel_string, re2_matches
+from ..sweep_values import (
+    INTEGER_SWEEP_TYPES,
+    MAX_RANGE_POINTS,
+    SWEEP_TYPES,
+    SweepType,
+    sweep_values,
+)
+from .flag import CliFlag
+from .types import Bool, Float, Str, cel_value, cel_whole, is_whole
+
+__all__ = [
+    "ON_POINT_FAILURE",
+    "RANGE_PATTERN",
+    "OnPointFailure",
+    "Sweep",
+    "range_parts",
+]
+
+OnPointFailure = Literal["continue", "stop"]
+
+ON_POINT_FAILURE: tuple[str, ...] = get_args(OnPointFailure)
+
+
+_NUM = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]{1,2})?"
+#: ``start:end`` or ``start:end:step``, plain decimal numbers (exponent at most two digits, so
+#: every number is finite for both Python's ``float`` and CEL's ``double``), spaces allowed.
+RANGE_PATTERN = rf"^ *{_NUM} *: *{_NUM} *(?:: *{_NUM} *)?$"
+
+
+def range_parts(sweep: Sweep) -> list[float] | None:
+    """The numbers of a syntactically valid range (the CEL's ``double(...trim())``), or None."""
+    if sweep.range is None or not re2_matches(RANGE_PATTERN, sweep.range):
+        return None
+    return [float(p.strip()) for p in sweep.range.split(":")]
+
+
+def _range_rule(cel: str) -> str:
+    """A range rule's CEL: vacuous without a range or with bad syntax (reported separately)."""
+    return f"!has(self.range) || !self.range.matches({cel_string(RANGE_PATTERN)}) || ({cel})"
+
+
+def _cel_part(i: int) -> str:
+    """CEL for the i-th number of the range, as Python's ``float(part.strip())`` reads it."""
+    return f"double(self.range.split(':')[{i}].trim())"
+
+
+_CEL_START, _CEL_END, _CEL_STEP = _cel_part(0), _cel_part(1), _cel_part(2)
+_CEL_STEPPED = "self.range.split(':').size() == 3"
+_CEL_COUNTS = f"{cel_value('self.type', 'concurrency')} != 'request_rate'"  # integer types
+
+
+def _range_whole(p: list[float]) -> bool:
+    return all(is_whole(x) for x in p)
+
+
+def _range_size_ok(p: list[float]) -> bool:
+    """Mirrors sweep_values: n = floor((end - start) / step + 1e-9) + 1 <= MAX_RANGE_POINTS."""
+    if len(p) < 3 or p[2] <= 0 or p[0] > p[1]:
+        return True
+    return (p[1] - p[0]) / p[2] + 1e-9 < float(MAX_RANGE_POINTS)
+
+
+class Sweep(ApiModel):
+    """Several load points, run one after another by one runner.
+
+    range is "start:end[:step]"; a concurrency range without a step gives the powers of two
+    between ("1:256" -> 1, 2, 4, ..., 256), other types 8 evenly spaced values.
+    """
+
+    RULES = (
+        Rule(
+            name="sweep.exactly-one-of-range-values",
+            message="set exactly one of range (start:end[:step]) and values",
+            cel="has(self.range) != has(self.values)",
+            check=lambda s: (s.range is None) != (s.values is None),
+        ),
+        Rule(
+            name="sweep.range-syntax",
+            message="sweep.range must be start:end or start:end:step with plain numbers, "
+            'e.g. "1:64" or "128:1024:128"',
+            cel=f"!has(self.range) || self.range.matches({cel_string(RANGE_PATTERN)})",
+            check=lambda s: s.range is None or re2_matches(RANGE_PATTERN, s.range),
+            field_path=".range",
+        ),
+        Rule(
+            name="sweep.range-whole-numbers",
+            message="sweep.range of a concurrency or sequence-length sweep needs whole numbers "
+            "(start, end and step)",
+            cel=_range_rule(
+                f"!({_CEL_COUNTS}) || ({cel_whole(_CEL_START)} && {cel_whole(_CEL_END)} && "
+                f"(!({_CEL_STEPPED}) || {cel_whole(_CEL_STEP)}))"
+            ),
+            check=lambda s: (
+                (p := range_parts(s)) is None
+                or s.type not in INTEGER_SWEEP_TYPES
+                or _range_whole(p)
+            ),
+            field_path=".range",
+        ),
+        Rule(
+            name="sweep.range-at-least-1",
+            message="sweep.range of a concurrency or sequence-length sweep must start and end "
+            "at 1 or more",
+            cel=_range_rule(f"!({_CEL_COUNTS}) || ({_CEL_START} >= 1.0 && {_CEL_END} >= 1.0)"),
+            check=lambda s: (
+                (p := range_parts(s)) is None
+                or s.type not in INTEGER_SWEEP_TYPES
+                or (p[0] >= 1.0 and p[1] >= 1.0)
+            ),
+            field_path=".range",
+        ),
+        Rule(
+            name="sweep.range-rate-positive",
+            message="sweep.range of a request_rate sweep must start and end above 0",
+            cel=_range_rule(f"{_CEL_COUNTS} || ({_CEL_START} > 0.0 && {_CEL_END} > 0.0)"),
+            check=lambda s: (
+                (p := range_parts(s)) is None
+                or s.type != "request_rate"
+                or (p[0] > 0.0 and p[1] > 0.0)
+            ),
+            field_path=".range",
+        ),
+        Rule(
+            name="sweep.range-start-not-after-end",
+            message='sweep.range start must not be greater than end, e.g. "1:64", not "64:1"',
+            cel=_range_rule(f"{_CEL_START} <= {_CEL_END}"),
+            check=lambda s: (p := range_parts(s)) is None or p[0] <= p[1],
+            field_path=".range",
+        ),
+        Rule(
+            name="sweep.range-step-positive",
+            message="sweep.range step must be greater than 0",
+            cel=_range_rule(f"!({_CEL_STEPPED}) || {_CEL_STEP} > 0.0"),
+            check=lambda s: (p := range_parts(s)) is None or len(p) < 3 or p[2] > 0.0,
+            field_path=".range",
+        ),
+        Rule(
+            name="sweep.range-at-most-10000-points",
+            message=f"sweep.range gives more than {MAX_RANGE_POINTS} points; use a larger step",
+            cel=_range_rule(
+                f"!({_CEL_STEPPED}) || {_CEL_STEP} <= 0.0 || {_CEL_START} > {_CEL_END} || "
+                f"({_CEL_END} - {_CEL_START}) / {_CEL_STEP} + 0.000000001 < "
+                f"{float(MAX_RANGE_POINTS)!r}"
+            ),
+            check=lambda s: (p := range_parts(s)) is None or _range_size_ok(p),
+            field_path=".range",
+        ),
+        Rule(
+            name="sweep.values-whole-numbers",
+            message="sweep.values of a concurrency or sequence-length sweep must be whole numbers",
+            cel=f"!has(self.values) || !({_CEL_COUNTS}) || self.values.all(v, {cel_whole('v')})",
+            check=lambda s: (
+                s.values is None
+                or s.type not in INTEGER_SWEEP_TYPES
+                or all(is_whole(v) for v in s.values)
+            ),
+            field_path=".values",
+        ),
+        Rule(
+            name="sweep.values-at-least-1",
+            message="sweep.values of a concurrency or sequence-length sweep must be 1 or more",
+            cel=f"!has(self.values) || !({_CEL_COUNTS}) || self.values.all(v, v >= 1.0)",
+            check=lambda s: (
+                s.values is None
+                or s.type not in INTEGER_SWEEP_TYPES
+                or all(v >= 1.0 for v in s.values)
+            ),
+            field_path=".values",
+        ),
+        Rule(
+            name="sweep.values-rate-positive",
+            message="sweep.values of a request_rate sweep must be greater than 0",
+            cel=f"!has(self.values) || {_CEL_COUNTS} || self.values.all(v, v > 0.0)",
+            check=lambda s: (
+                s.values is None or s.type != "request_rate" or all(v > 0.0 for v in s.values)
+            ),
+            field_path=".values",
+        ),
+        Rule(
+            name="sweep.values-unique",
+            message="sweep.values must not repeat a value",
+            cel="!has(self.values) || self.values.all(v, self.values.exists_one(w, w == v))",
+            check=lambda s: s.values is None or all(s.values.count(v) == 1 for v in s.values),
+            field_path=".values",
+        ),
+    )
+
+    type: Annotated[
+        SweepType,
+        CliFlag(
+            "--sweep-type",
+            reads="text",  # analyze names GenAI-Perf's other sweep types itself
+            help=f"swept quantity: {', '.join(SWEEP_TYPES)} (default concurrency)",
+        ),
+    ] = Field(default="concurrency", description="The swept quantity.")
+    range: Annotated[
+        Str | None,
+        CliFlag(
+            "--sweep-range",
+            metavar="START:END[:STEP]",
+            help="concurrency without STEP: powers of two (1:256 -> 1,2,4,..,256); other types "
+            "without STEP: 8 evenly spaced values. Default: concurrency 1:256",
+        ),
+    ] = Field(
+        default=None,
+        max_length=64,
+        description="start:end[:step]; concurrency without step = powers of two "
+        "(1:256 -> 1,2,..,256).",
+    )
+    values: Annotated[
+        list[Float] | None,
+        CliFlag(
+            "--sweep-list",
+            reads="text",  # A,B,C: parse_sweep_list reads it
+            metavar="A,B,C",
+            help="explicit values instead of a range",
+        ),
+    ] = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="Explicit values instead of range.",
+    )
+    stop_after_knee: Annotated[
+        Bool,
+        CliFlag(
+            "--stop-after-knee", form="switch", help="end the sweep one point past the knee"
+        ),
+    ] = Field(default=False, description="End the sweep one point past the knee.")
+    on_point_failure: Annotated[
+        OnPointFailure,
+        CliFlag(
+            "--on-point-failure",
+            help="a point that fails entirely (server down): go on or stop (default continue)",
+        ),
+    ] = Field(default="continue", description="A failed point: go on or stop.")
+
+    def _after_rules(self) -> list[tuple[str, str]]:
+        """What sweep_values still refuses once every declared rule holds (Python only).
+
+        Only a request_rate range starting below 5e-10 with a step gets here: its first point
+        rounds to 0 at nine decimals. CEL has no rounding to mirror that exactly.
+        """
+        try:
+            self.points()
+        except ValueError as exc:
+            return [(".range" if self.range is not None else ".values", str(exc))]
+        return []
+
+    def points(self) -> list[float]:
+        """The swept values, in run order (see :func:`llmbench.api.sweep_values`)."""
+        return sweep_values(self.type, self.range, self.values, flag="")
