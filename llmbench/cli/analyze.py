@@ -28,7 +28,7 @@ from llmbench.api.results import SweepAnalysis
 from llmbench.cli import profile as profile_cli
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import parse_headers, parse_limits, read_api_key
-from llmbench.runner.report.tables import METRIC_LABELS, format_value
+from llmbench.runner.labels import METRIC_LABELS, format_value
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
     METRIC_COLUMNS,

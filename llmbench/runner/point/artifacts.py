@@ -34,7 +34,7 @@ from typing import Any
 from llmbench import __version__
 from llmbench.api.results import PointResult, read_result
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
-from llmbench.runner.report.tables import (
+from llmbench.runner.labels import (
     GENAI_PERF_DISTRIBUTIONS,
     METRIC_LABELS,
     SINGLE_VALUES,

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llmbench.runner.client.records import RequestRecord
+from llmbench.runner.labels import DISTRIBUTIONS, METRIC_LABELS
 from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_records, load_summary
-from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
     ANALYZE_JSON,

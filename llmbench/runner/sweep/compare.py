@@ -28,7 +28,7 @@ from pathlib import Path
 from llmbench.api.job import BaselineContext
 from llmbench.api.results import PointResult, SweepAnalysis, SweepPoint, validate_result
 from llmbench.api.status import PointStatus, RegressionVerdict, VerdictRow
-from llmbench.runner.report.tables import METRIC_LABELS, format_value
+from llmbench.runner.labels import METRIC_LABELS, format_value
 from llmbench.runner.sweep.knee import value_label
 
 __all__ = [

@@ -89,7 +89,7 @@ class PointRun:
 
 
 #: PointMetrics attributes whose spread across repetitions is reported (labels: the
-#: attribute's metric in :data:`llmbench.runner.report.tables.METRIC_LABELS`).
+#: attribute's metric in :data:`llmbench.runner.labels.METRIC_LABELS`).
 SPREAD_METRICS = ("ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "ott", "rps")
 
 

@@ -18,7 +18,7 @@ import pytest
 from llmbench.api.results import TelemetrySummary
 from llmbench.cli.telemetry import add_arguments, collector_from_args
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
-from llmbench.runner.report.tables import format_value
+from llmbench.runner.labels import format_value
 from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.model import (
     GPU_SUMMARY_COLUMNS,
