@@ -52,11 +52,12 @@ from llmbench.api.job import (
 )
 from llmbench.api.results import GpuSeries, PointResult, ServerSeries, SweepAnalysis
 from llmbench.api.status import RunDigest, dump
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.eventloop import run as run_loop
 from llmbench.runner.job.digest import build_digest, termination_message
 from llmbench.runner.job.shards import Coordinator, env_shard_index
 from llmbench.runner.job.store import ResultsStore, StoreError
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.profile import ProfileError, install_stop_signals, preflight
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, analyze_csv, write_outputs
@@ -105,7 +106,7 @@ class JobError(Exception):
 
 def point_text(summary: PointResult, budget: int) -> str:
     """A point's ``profile_export_genai_perf.json`` for the store: compact JSON that
-    :func:`~llmbench.runner.point.artifacts.load_summary` reads back.
+    :func:`~llmbench.runner.artifacts.read.load_summary` reads back.
 
     Over ``budget`` bytes, the telemetry time series (kept whole in the point's folder and
     its ``telemetry.png``) are emptied: a resumed sweep needs the figures, not the plot data.

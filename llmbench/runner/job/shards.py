@@ -53,6 +53,8 @@ from llmbench.api.job import (
     shard_key,
 )
 from llmbench.api.results import PointResult, Shards
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.load.engine import (
@@ -71,7 +73,6 @@ from llmbench.runner.load.shards import (
     start_spread_ms,
     unpack_records,
 )
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import summarize, window
 from llmbench.runner.point.profile import ProfileError, ProfileResult, run_profile

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.api import Spec
+from llmbench.runner.artifacts.layout import default_artifact_dir
 from llmbench.runner.load.engine import LoadConfig, session_plan
 from llmbench.runner.load.workload import WorkloadConfig
-from llmbench.runner.point.artifacts import default_artifact_dir
 from llmbench.runner.point.stability import DEFAULT_STABILITY_PERCENTAGE, StabilityConfig
 
 __all__ = ["ENDPOINT_PATHS", "ProfileConfig", "point_config"]

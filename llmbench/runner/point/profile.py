@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from llmbench.api.results import ClientHealth, LoopStall, PointResult
+from llmbench.runner.artifacts.write import write_profile_artifacts
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load import workload as workload_mod
@@ -33,7 +34,6 @@ from llmbench.runner.load.engine import (
     run_load_workers,
     session_plan,
 )
-from llmbench.runner.point.artifacts import write_profile_artifacts
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import stats, summarize
 from llmbench.runner.point.stability import (

@@ -16,9 +16,10 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.read import load_records, load_summary
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.labels import DISTRIBUTIONS, METRIC_LABELS
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_records, load_summary
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
     ANALYZE_JSON,

@@ -33,13 +33,15 @@ from llmbench.api.results import (
     SweepPoint,
     read_result,
 )
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.read import load_summary
+from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.labels import (
     METRIC_LABELS,
     format_gpu_row,
     format_value,
     genai_perf_number,
 )
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_summary, write_atomic
 from llmbench.runner.sweep.knee import (
     SloResult,
     find_knee,

@@ -164,7 +164,7 @@ def _load(path: Path) -> PointResult | SweepAnalysis:
 
     ValueError naming the file, and the field when the file is not its model.
     """
-    from llmbench.runner.point.artifacts import GENAI_PERF_JSON
+    from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
     from llmbench.runner.sweep.analysis import ANALYZE_JSON
 
     candidates = [path] if path.is_file() else [path / ANALYZE_JSON, path / GENAI_PERF_JSON]

@@ -36,8 +36,10 @@ import numpy as np
 
 from llmbench.api import Spec
 from llmbench.api.results import PointResult, ResultFileError, Spread
+from llmbench.runner.artifacts.layout import default_artifact_dir
+from llmbench.runner.artifacts.read import load_summary
+from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.transport import ConnectError
-from llmbench.runner.point.artifacts import default_artifact_dir, load_summary, write_atomic
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.profile import ProfileError, run_profile
 from llmbench.runner.sweep.knee import PointMetrics, find_knee

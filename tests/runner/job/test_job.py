@@ -40,9 +40,9 @@ from llmbench.api.job import (
 )
 from llmbench.api.results import PointResult, read_result, validate_result
 from llmbench.api.status import RunDigest
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, PROFILE_EXPORT
 from llmbench.runner.job.main import run_job, set_aside
 from llmbench.runner.job.store import ConfigMapStore, DirStore
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, PROFILE_EXPORT
 from llmbench.runner.report.html import REPORT_HTML
 from llmbench.runner.sweep.analysis import ANALYZE_CSV
 from llmbench.runner.sweep.run import point_name

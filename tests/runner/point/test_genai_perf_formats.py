@@ -28,15 +28,12 @@ from llmbench.api.results import (
     Stat,
     TelemetrySummary,
 )
+from llmbench.runner.artifacts.genai_perf_csv import genai_perf_csv
+from llmbench.runner.artifacts.input_config import genai_perf_input_config
+from llmbench.runner.artifacts.layout import default_artifact_dir, point_dir_name
+from llmbench.runner.artifacts.perf_analyzer import perf_analyzer_export
+from llmbench.runner.artifacts.write import write_profile_artifacts
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
-from llmbench.runner.point.artifacts import (
-    default_artifact_dir,
-    genai_perf_csv,
-    genai_perf_input_config,
-    perf_analyzer_export,
-    point_dir_name,
-    write_profile_artifacts,
-)
 from llmbench.runner.point.metrics import stats, summarize
 from llmbench.runner.sweep.analysis import ARTICLE_NAMES, summary_csv
 from llmbench.runner.telemetry.model import GpuSummary
