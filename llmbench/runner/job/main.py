@@ -56,7 +56,7 @@ from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
 from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.eventloop import run as run_loop
 from llmbench.runner.job.digest import build_digest, termination_message
-from llmbench.runner.job.shards import Coordinator, env_shard_index
+from llmbench.runner.job.shards import Coordinator
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.profile import ProfileError, install_stop_signals, preflight
@@ -82,6 +82,7 @@ __all__ = [
     "collector_for_context",
     "point_text",
     "run_job",
+    "shard_index",
 ]
 
 log = logging.getLogger("llmbench.job")
@@ -159,6 +160,24 @@ def set_aside(folder: Path, *, fresh: bool, stamp: str) -> Path | None:
         target = folder.with_name(f"{folder.name}.replaced-{stamp}-{n}")
     folder.rename(target)
     return target
+
+
+def shard_index(value: str | None) -> int:
+    """The shard index from ``$JOB_COMPLETION_INDEX`` (0 when unset: a single runner)."""
+    if value is None or value == "":
+        return 0
+    try:
+        index = int(value)
+    except ValueError:
+        raise ValueError(f"JOB_COMPLETION_INDEX={value!r} is not a number") from None
+    if index < 0:
+        raise ValueError(f"JOB_COMPLETION_INDEX={value!r} is negative")
+    return index
+
+
+def env_shard_index() -> int:
+    """This pod's shard index (see :func:`shard_index`)."""
+    return shard_index(os.environ.get(ENV_SHARD_INDEX))
 
 
 class _Job:
