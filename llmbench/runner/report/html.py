@@ -25,9 +25,9 @@ from llmbench.runner.sweep.analysis import (
     ANALYZE_JSON,
     analyze_csv,
     findings,
-    load_sweep,
     write_outputs,
 )
+from llmbench.runner.sweep.saved import load_sweep
 
 DONE = "done"
 

@@ -16,25 +16,19 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
-from llmbench.api import Spec
 from llmbench.api.results import (
     GPU_SUMMARY_COLUMNS,
     CostSummary,
     GpuRow,
     KneeSummary,
     PointResult,
-    ResultFileError,
     RunInfo,
     SloVerdict,
     SweepAnalysis,
     SweepPoint,
-    read_result,
 )
-from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
-from llmbench.runner.artifacts.read import load_summary
 from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.labels import (
     METRIC_LABELS,
@@ -51,13 +45,10 @@ from llmbench.runner.sweep.knee import (
     value_label,
 )
 from llmbench.runner.sweep.run import (
-    CHECKPOINT,
     DONE,
-    CheckpointError,
     PointRun,
     SweepResult,
     point_name,
-    read_checkpoint,
 )
 
 __all__ = [
@@ -70,8 +61,6 @@ __all__ = [
     "analysis",
     "analyze_csv",
     "findings",
-    "load_analysis",
-    "load_sweep",
     "summary_csv",
     "write_outputs",
 ]
@@ -469,46 +458,3 @@ def write_outputs(result: SweepResult) -> SweepAnalysis:
     write_atomic(result.run_dir / ANALYZE_JSON, data.to_json(indent=1))
     write_atomic(result.run_dir / ANALYZE_CSV, summary_csv(data))
     return data
-
-
-def load_analysis(run_dir: Path) -> SweepAnalysis:
-    """``analyze_export_genai_perf.json`` of a run folder; ValueError naming the file (and the
-    field, when the file is not the model)."""
-    jpath = run_dir / ANALYZE_JSON
-    if not jpath.is_file():
-        raise ValueError(f"{jpath}: not found; is {run_dir} an `llmbench analyze` folder?")
-    return read_result(SweepAnalysis, jpath)
-
-
-def load_sweep(run_dir: Path) -> SweepResult:
-    """A sweep rebuilt from its folder (``analyze_export_genai_perf.json`` + checkpoint + points).
-
-    Raises ValueError naming the file that is missing or unreadable (and the field, when a file
-    is not its model). A point whose own result file is unusable becomes a failed run.
-    """
-    data = load_analysis(run_dir)
-    spec = Spec.from_manifest(data.spec)
-    try:
-        ckpt = read_checkpoint(run_dir / CHECKPOINT) or {"points": {}}
-    except CheckpointError as exc:
-        raise ValueError(str(exc)) from None
-    result = SweepResult(spec, run_dir, data.model, data.sweep_type, list(data.values))
-    result.interrupted = data.interrupted
-    result.stopped_after_knee = data.stopped_after_knee
-    result.stopped_on_failure = data.stopped_on_failure
-    for name, info in ckpt["points"].items():
-        summary = None
-        status = info.get("status")
-        reason = info.get("reason")
-        if status == DONE:
-            try:
-                summary = load_summary(run_dir / name)
-            except ResultFileError as exc:
-                status, reason = "failed", f"{name}/{GENAI_PERF_JSON} unusable: {exc}"
-        result.runs.append(
-            PointRun(name, float(info["value"]), int(info.get("repetition", 1)), status, reason,
-                     summary)
-        )
-    order = {v: i for i, v in enumerate(result.values)}
-    result.runs.sort(key=lambda r: (order.get(r.value, 1e9), r.repetition))
-    return result
