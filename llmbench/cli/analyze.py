@@ -351,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
     """The ``analyze`` subcommand (see the module docstring for exit codes)."""
     from llmbench.runner.client import eventloop
     from llmbench.runner.point.config import point_config
-    from llmbench.runner.point.profile import ProfileError, preflight
+    from llmbench.runner.point.preflight import ProfileError, preflight
     from llmbench.runner.report.console import stderr_console
 
     console = stderr_console()

@@ -733,7 +733,7 @@ def run(args: argparse.Namespace) -> int:
     from llmbench.runner.client import eventloop
     from llmbench.runner.client.transport import ConnectError
     from llmbench.runner.point.config import point_config
-    from llmbench.runner.point.profile import ProfileError
+    from llmbench.runner.point.preflight import ProfileError
 
     try:
         for note in check_genai_perf_flags(args):

@@ -59,7 +59,8 @@ from llmbench.runner.job.digest import build_digest, termination_message
 from llmbench.runner.job.shards import Coordinator
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.point.config import point_config
-from llmbench.runner.point.profile import ProfileError, install_stop_signals, preflight
+from llmbench.runner.point.preflight import ProfileError, preflight
+from llmbench.runner.point.profile import install_stop_signals
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, analyze_csv, write_outputs
 from llmbench.runner.sweep.run import (
     CHECKPOINT,

@@ -73,7 +73,8 @@ from llmbench.runner.load.shards import (
 )
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import summarize, window
-from llmbench.runner.point.profile import ProfileError, ProfileResult, run_profile
+from llmbench.runner.point.preflight import ProfileError
+from llmbench.runner.point.profile import ProfileResult, run_profile
 
 __all__ = [
     "CONFIGMAP_LIMIT",

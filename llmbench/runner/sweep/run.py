@@ -41,7 +41,8 @@ from llmbench.runner.artifacts.read import load_summary
 from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.transport import ConnectError
 from llmbench.runner.point.config import point_config
-from llmbench.runner.point.profile import ProfileError, run_profile
+from llmbench.runner.point.preflight import ProfileError
+from llmbench.runner.point.profile import run_profile
 from llmbench.runner.sweep.knee import PointMetrics, find_knee
 
 __all__ = [
