@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from llmbench.api.results import PointResult
 from llmbench.runner.artifacts.genai_perf_csv import genai_perf_csv
-from llmbench.runner.artifacts.input_config import genai_perf_input_config
 from llmbench.runner.artifacts.layout import DEFAULT_STEM, INPUTS_JSON
 from llmbench.runner.artifacts.perf_analyzer import write_perf_analyzer_export
 from llmbench.runner.client.records import RequestRecord
@@ -34,16 +32,28 @@ def write_profile_artifacts(
     stem: str = DEFAULT_STEM,
     bodies: Sequence[bytes | str] | None = None,
 ) -> list[Path]:
-    """Writes the profile's files and returns their paths.
+    """Writes the profile's files and returns their paths; ``summary`` is written as given.
 
     ``stem`` is GenAI-Perf's ``--profile-export-file`` without ``.json``: every export file is
     named after it (``<stem>.json``, ``<stem>_genai_perf.json``, ``<stem>_genai_perf.csv``,
     ``<stem>_llmbench_requests.jsonl``). ``bodies`` are the distinct request bodies as sent
     (record ``i`` sent ``bodies[i % len(bodies)]``); without them the payloads come from
-    ``inputs``. ``summary.window.epoch_offset_ns`` (set when the point started) turns our
-    monotonic stamps into epoch time; without it the offset is taken now. The summary's
-    GenAI-Perf ``input_config`` is filled from its settings when it has none.
+    ``inputs``. ``summary.window.epoch_offset_ns`` (taken when the point started) turns our
+    monotonic stamps into epoch time.
+
+    Why the summary must be complete (its offset and, for GenAI-Perf's readers, its
+    ``genai_perf_config``: :func:`~.input_config.genai_perf_input_config`) before it comes
+    here: the summary in memory goes on to the digest and the store, and must be the file.
+
+    Raises:
+        ValueError: ``summary.window.epoch_offset_ns`` is unset.
     """
+    offset = summary.window.epoch_offset_ns
+    if offset is None:
+        raise ValueError(
+            "summary.window.epoch_offset_ns is unset: take time.time_ns() - "
+            "time.perf_counter_ns() when the point starts and set it before writing"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     if inputs is not None:
@@ -53,14 +63,8 @@ def write_profile_artifacts(
     if bodies is None:
         entries = (inputs or {}).get("data", [])
         bodies = [json.dumps(e["payload"][0]) for e in entries if e.get("payload")]
-    if summary.window.epoch_offset_ns is None:
-        summary.window.epoch_offset_ns = time.time_ns() - time.perf_counter_ns()
-    if summary.genai_perf_config is None and summary.input_config is not None:
-        summary.genai_perf_config = genai_perf_input_config(
-            summary.input_config, stem=stem, artifact_dir=directory.parent
-        )
     p = directory / f"{stem}.json"
-    write_perf_analyzer_export(p, records, summary, bodies, summary.window.epoch_offset_ns)
+    write_perf_analyzer_export(p, records, summary, bodies, offset)
     written.append(p)
     p = directory / f"{stem}_llmbench_requests.jsonl"
     write_atomic(p, "".join(json.dumps(r.to_json()) + "\n" for r in records))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from llmbench.api.results import ClientHealth, LoopStall, PointResult
+from llmbench.runner.artifacts.input_config import genai_perf_input_config
 from llmbench.runner.artifacts.write import write_profile_artifacts
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
@@ -266,6 +267,11 @@ async def run_profile(
         )
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
+        # the summary is complete before it is written: the file and what the caller keeps
+        # (the digest, the store) are the same document
+        summary.genai_perf_config = genai_perf_input_config(
+            summary.input_config, stem=cfg.export_stem, artifact_dir=out_dir.parent
+        )
         write_profile_artifacts(
             out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies
         )
