@@ -308,6 +308,7 @@ async def _main(
     from llmbench.runner.load.engine import Progress, expected_total
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import show_progress, validity_lines
+    from llmbench.runner.report.telemetry_plot import plot_point_telemetry
     from llmbench.runner.sweep.run import run_sweep
 
     stop = asyncio.Event()
@@ -320,9 +321,12 @@ async def _main(
             show_progress(counters, expected_total(cfg.load), f"{mode} {value:g}", console)
         )
         try:
-            return await run_profile(cfg, stop=stop_ev, progress=counters)
+            pr = await run_profile(cfg, stop=stop_ev, progress=counters)
         finally:
             bar.cancel()
+        if pr.artifact_dir is not None:
+            await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
+        return pr
 
     def on_point(res: SweepResult) -> None:
         last = res.runs[-1]

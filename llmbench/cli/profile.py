@@ -693,6 +693,7 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
     from llmbench.runner.load.engine import Progress, expected_total
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import notes, results_table, show_progress, stderr_console
+    from llmbench.runner.report.telemetry_plot import plot_point_telemetry
 
     console = stderr_console()
     stop = asyncio.Event()
@@ -707,6 +708,8 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
     finally:
         bar.cancel()
         undo()
+    if result.artifact_dir is not None:
+        await asyncio.to_thread(plot_point_telemetry, result.summary, result.artifact_dir)
     console.print(results_table(result.summary))
     for line in notes(result.summary):
         console.print(line)

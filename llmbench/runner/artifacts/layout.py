@@ -17,6 +17,7 @@ __all__ = [
     "INPUTS_JSON",
     "PROFILE_EXPORT",
     "REQUESTS_JSONL",
+    "TELEMETRY_PNG",
     "default_artifact_dir",
     "point_dir_name",
 ]
@@ -27,6 +28,8 @@ GENAI_PERF_JSON = f"{DEFAULT_STEM}_genai_perf.json"
 GENAI_PERF_CSV = f"{DEFAULT_STEM}_genai_perf.csv"
 REQUESTS_JSONL = f"{DEFAULT_STEM}_llmbench_requests.jsonl"
 INPUTS_JSON = "inputs.json"
+#: GPU power, utilisation and KV-cache usage over the window, when telemetry was scraped.
+TELEMETRY_PNG = "telemetry.png"
 
 
 def _artifact_model_name(model: str, models: Sequence[str] = ()) -> str:

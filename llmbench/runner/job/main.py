@@ -58,9 +58,10 @@ from llmbench.runner.client.eventloop import run as run_loop
 from llmbench.runner.job.digest import build_digest, termination_message
 from llmbench.runner.job.shards import Coordinator
 from llmbench.runner.job.store import ResultsStore, StoreError
-from llmbench.runner.point.config import point_config
+from llmbench.runner.point.config import ProfileConfig, point_config
 from llmbench.runner.point.preflight import ProfileError, preflight
-from llmbench.runner.point.profile import install_stop_signals
+from llmbench.runner.point.profile import ProfileResult, install_stop_signals, run_profile
+from llmbench.runner.report.telemetry_plot import plot_point_telemetry
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, analyze_csv, write_outputs
 from llmbench.runner.sweep.run import (
     CHECKPOINT,
@@ -425,11 +426,19 @@ class _Job:
             if coord is not None:
                 coord.cleanup(last.name)
 
+        async def measure(cfg: ProfileConfig, point_stop: asyncio.Event) -> ProfileResult:
+            if coord is not None:
+                pr = await coord.run_point(cfg, point_stop)
+            else:
+                pr = await run_profile(cfg, stop=point_stop)
+            if pr.artifact_dir is not None and not self.follower:  # a follower has no scrapes
+                await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
+            return pr
+
         try:
             result = await run_sweep(
                 spec, self.artifact_dir, model=model, stop=stop, notify=log.info,
-                api_key=api_key, on_point=on_point, point_options=options,
-                run_point=coord.run_point if coord is not None else None,
+                api_key=api_key, on_point=on_point, point_options=options, run_point=measure,
             )
         except CheckpointError as exc:
             raise JobError(str(exc)) from None

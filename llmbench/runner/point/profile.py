@@ -40,7 +40,6 @@ from llmbench.runner.point.stability import (
     settle_records,
     watch_windows,
 )
-from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.summary import telemetry_section
 from llmbench.tokenizer import load_tokenizer
 
@@ -275,8 +274,6 @@ async def run_profile(
         write_profile_artifacts(
             out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies
         )
-        if result is not None:
-            await asyncio.to_thread(plot_telemetry, result, out_dir / "telemetry.png")
     return ProfileResult(summary, records, out_dir)
 
 

@@ -16,7 +16,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, TELEMETRY_PNG
 from llmbench.runner.artifacts.read import load_records, load_summary
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.labels import DISTRIBUTIONS, METRIC_LABELS
@@ -34,8 +34,6 @@ DONE = "done"
 __all__ = ["PLOTS_DIR", "REPORT_HTML", "build_report"]
 
 REPORT_HTML = "report.html"
-#: Written per point by the profile when telemetry was scraped.
-TELEMETRY_PNG = "telemetry.png"
 PLOTS_DIR = "plots"
 
 _CSS = """
