@@ -68,6 +68,7 @@ from llmbench.runner.sweep.run import (
     DONE,
     CheckpointError,
     SweepResult,
+    checkpoint_text,
     run_sweep,
 )
 from llmbench.runner.telemetry.collector import TelemetryCollector
@@ -299,9 +300,7 @@ class _Job:
         for r in result.runs:
             if r.status == DONE and r.summary is not None and r.name not in self.stored:
                 out[point_key(r.name)] = point_text(r.summary, budget)
-        ckpt = result.run_dir / CHECKPOINT
-        if ckpt.exists():
-            out[CHECKPOINT_KEY] = ckpt.read_text(encoding="utf-8")
+        out[CHECKPOINT_KEY] = checkpoint_text(result)
         out[DIGEST_KEY] = json.dumps(dump(digest), indent=1)
         out[SUMMARY_KEY] = csv_text
         return {k: self._scrub(v) for k, v in out.items()}
