@@ -32,10 +32,11 @@ from llmbench.runner.labels import METRIC_LABELS, format_value
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
     METRIC_COLUMNS,
+    analysis,
     findings,
     table1_columns,
     table1_row,
-    write_outputs,
+    write_exports,
 )
 from llmbench.runner.sweep.run import DONE, CheckpointError, SweepResult
 
@@ -339,7 +340,7 @@ async def _main(
             )
             for line in validity_lines(last.summary) if last.summary is not None else []:
                 console.print(f"    {line}")
-        write_outputs(res)
+        write_exports(res.run_dir, analysis(res))
 
     try:
         return await run_sweep(
@@ -415,7 +416,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # bad workload input found while preparing a point
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    data = write_outputs(result)
+    data = analysis(result)
+    write_exports(run_dir, data)
     print_summary(data, console)
     console.print(f"results: {run_dir / ANALYZE_CSV}")
     if not args.no_plots and result.runs:

@@ -62,7 +62,7 @@ from llmbench.runner.point.config import ProfileConfig, point_config
 from llmbench.runner.point.preflight import ProfileError, preflight
 from llmbench.runner.point.profile import ProfileResult, install_stop_signals, run_profile
 from llmbench.runner.report.telemetry_plot import plot_point_telemetry
-from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, analyze_csv, write_outputs
+from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, summary_csv, write_exports
 from llmbench.runner.sweep.run import (
     CHECKPOINT,
     DONE,
@@ -306,23 +306,24 @@ class _Job:
         return {k: self._scrub(v) for k, v in out.items()}
 
     @staticmethod
-    def outputs(result: SweepResult) -> tuple[SweepAnalysis, str]:
-        """The sweep's analysis and ``analyze_export_genai_perf.csv`` exactly as ``llmbench
-        analyze`` writes it (the files go into the run folder too, as analyze leaves them; if
-        the folder refuses them the CSV is built in memory by the same function)."""
+    def exports(result: SweepResult, data: SweepAnalysis) -> str:
+        """``analyze_export_genai_perf.csv`` of ``data``, exactly as ``llmbench analyze``
+        writes it: the files go into the run folder too, as analyze leaves them; a folder that
+        refuses them only warns, the store still gets the text."""
         try:
-            data = write_outputs(result)
-            return data, (result.run_dir / ANALYZE_CSV).read_text(encoding="utf-8")
+            return write_exports(result.run_dir, data)
         except OSError as exc:
             log.warning("cannot write %s locally (%s); the store still gets it", ANALYZE_CSV, exc)
-            data = analysis(result)
-            return data, analyze_csv(data, result)
+            return summary_csv(data)
 
-    def publish(self, result: SweepResult, *, finished: bool = False) -> RunDigest:
-        """One write of everything new (the digest built here); on failure the digest goes
-        to the termination message. Returns the digest."""
-        data, csv_text = self.outputs(result)
-        digest = build_digest(result, run=self.run, data=data, finished=finished,
+    def publish(
+        self, result: SweepResult, data: SweepAnalysis, *, finished: bool = False
+    ) -> RunDigest:
+        """One write of everything new, from the sweep and its analysis ``data`` (the digest
+        built here); on failure the digest goes to the termination message. Returns the
+        digest."""
+        csv_text = self.exports(result, data)
+        digest = build_digest(result, data, run=self.run, finished=finished,
                               baseline=self.baseline, tolerances=self.tolerances,
                               runner_node=self.runner_node)
         if finished or result.interrupted:
@@ -421,7 +422,7 @@ class _Job:
         def on_point(result: SweepResult) -> None:
             last = result.runs[-1]
             log.info("%s: %s%s", last.name, last.status, f" ({last.reason})" if last.reason else "")
-            self.publish(result)
+            self.publish(result, analysis(result))
             if coord is not None:
                 coord.cleanup(last.name)
 
@@ -441,7 +442,8 @@ class _Job:
             )
         except CheckpointError as exc:
             raise JobError(str(exc)) from None
-        digest = self.publish(result, finished=not result.interrupted)
+        data = analysis(result)
+        digest = self.publish(result, data, finished=not result.interrupted)
         if coord is not None and not result.interrupted:
             coord.cleanup()
         if self.persist_dir is not None and not self.follower and not result.interrupted:

@@ -23,9 +23,10 @@ from llmbench.runner.labels import DISTRIBUTIONS, METRIC_LABELS
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
     ANALYZE_JSON,
+    analysis,
     analyze_csv,
     findings,
-    write_outputs,
+    write_exports,
 )
 from llmbench.runner.sweep.saved import load_sweep
 
@@ -99,7 +100,8 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
     )
 
     result = load_sweep(run_dir)
-    data = write_outputs(result)
+    data = analysis(result)
+    write_exports(run_dir, data)
     streaming = result.spec.target.streaming
     plots_dir = run_dir / PLOTS_DIR
     per_point = [

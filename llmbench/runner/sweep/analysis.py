@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from llmbench.api.results import (
@@ -62,7 +63,7 @@ __all__ = [
     "analyze_csv",
     "findings",
     "summary_csv",
-    "write_outputs",
+    "write_exports",
 ]
 
 ANALYZE_CSV = "analyze_export_genai_perf.csv"
@@ -452,9 +453,10 @@ def analyze_csv(data: SweepAnalysis, result: SweepResult | None = None) -> str:
     return summary_csv(data)
 
 
-def write_outputs(result: SweepResult) -> SweepAnalysis:
-    """Writes the CSV and JSON exports into the run folder; returns the analysis."""
-    data = analysis(result)
-    write_atomic(result.run_dir / ANALYZE_JSON, data.to_json(indent=1))
-    write_atomic(result.run_dir / ANALYZE_CSV, summary_csv(data))
-    return data
+def write_exports(run_dir: Path, data: SweepAnalysis) -> str:
+    """Writes ``analyze_export_genai_perf.json`` and ``.csv`` of ``data`` into ``run_dir``;
+    returns the CSV text (the operator's ``status.summaryCSV``, so it is never read back)."""
+    text = summary_csv(data)
+    write_atomic(run_dir / ANALYZE_JSON, data.to_json(indent=1))
+    write_atomic(run_dir / ANALYZE_CSV, text)
+    return text
