@@ -679,12 +679,15 @@ def no_success_error(summary: Any) -> str | None:
     return "\n".join(lines)
 
 
-def _plots(directory: Path, console: Any) -> None:
-    """``--generate-plots``: the PNG plots and report.html of a profile folder."""
+def _plots(result: Any, directory: Path, console: Any) -> None:
+    """``--generate-plots``: the PNG plots and report.html of the profile just measured
+    (``result``, a ``ProfileResult``), next to its artefacts in ``directory``."""
     try:
-        from llmbench.runner.report.html import build_report
+        from llmbench.runner.report.html import REPORT_HTML, render_profile_report
 
-        console.print(f"report: {build_report(directory)}")
+        page = render_profile_report(result.summary, result.records, directory,
+                                     directory / REPORT_HTML)
+        console.print(f"report: {page}")
     except Exception as exc:  # plots are a convenience; the CSV/JSON are the results
         console.print(f"[yellow]plots skipped: {type(exc).__name__}: {exc}[/yellow]")
 
@@ -716,7 +719,7 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
     if result.artifact_dir is not None:
         console.print(f"artefacts: {result.artifact_dir}")
         if generate_plots:
-            _plots(result.artifact_dir, console)
+            _plots(result, result.artifact_dir, console)
     if result.summary.interrupted:
         return 130
     failed = no_success_error(result.summary)

@@ -344,13 +344,21 @@ class _Job:
         }
         return digest
 
-    def report(self) -> None:
+    def report(self, result: SweepResult, data: SweepAnalysis) -> None:
         """The HTML report and plots beside the persisted results, as ``llmbench analyze``
-        leaves them; a convenience, so a failure to draw only warns."""
-        from llmbench.runner.report.html import build_report  # matplotlib: only when asked
+        leaves them, from the sweep and the analysis just published (the records are read
+        from the point folders: the pod holds one point's at a time); a convenience, so a
+        failure to draw only warns."""
+        from llmbench.runner.report.html import (  # matplotlib: only when asked
+            REPORT_HTML,
+            render_report,
+            saved_records,
+        )
 
         try:
-            log.info("report: %s", build_report(self.artifact_dir))
+            page = render_report(result, data, saved_records(result.run_dir),
+                                 result.run_dir / REPORT_HTML)
+            log.info("report: %s", page)
         except Exception as exc:  # the CSV and JSON are the results
             log.warning("report skipped: %s: %s", type(exc).__name__, exc)
 
@@ -447,7 +455,7 @@ class _Job:
         if coord is not None and not result.interrupted:
             coord.cleanup()
         if self.persist_dir is not None and not self.follower and not result.interrupted:
-            self.report()
+            self.report(result, data)
         if result.interrupted:
             log.warning("interrupted after %d of %d points; a new pod resumes from %s",
                         digest.done, digest.total, self.store)

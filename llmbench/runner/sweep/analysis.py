@@ -5,10 +5,12 @@ GenAI-Perf's ``analyze`` with the questions people run it for answered in the ou
 not, the spread of repeated points, and the cost per million output tokens. Running the sweep
 is :mod:`.run`; the command line that drives both is :mod:`llmbench.cli.analyze`.
 
-Outputs in the run folder: ``analyze_export_genai_perf.csv`` (GenAI-Perf's two tables, built by
-:func:`summary_csv` from the analysis alone: the operator's ``status.summaryCSV`` is the same
-text) and ``analyze_export_genai_perf.json`` (everything, the model
-:class:`~llmbench.api.results.SweepAnalysis`, read back by ``report`` and ``compare``).
+:func:`analysis` is computed once per state of the sweep and handed to every output, so they
+cannot disagree: :func:`write_exports` writes ``analyze_export_genai_perf.csv`` (GenAI-Perf's
+two tables, :func:`summary_csv` of the analysis alone: the operator's ``status.summaryCSV`` is
+the same text) and ``analyze_export_genai_perf.json`` (everything, the model
+:class:`~llmbench.api.results.SweepAnalysis`, read back by ``report`` and ``compare``); the run
+digest and the HTML report take the same object.
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ __all__ = [
     "TABLE1_COLUMNS",
     "TABLE2_COLUMNS",
     "analysis",
-    "analyze_csv",
     "findings",
+    "run_info",
     "summary_csv",
     "write_exports",
 ]
@@ -172,7 +174,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
             label=value_label(result.sweep_type, m.value),
             status="failed" if m.failed else "ok",
             reason=m.failed,
-            runs=[_run_info(r) for r in group],
+            runs=[run_info(r) for r in group],
             metrics=m,
             spreads=spreads,
             unstable=sorted(k for k, s in spreads.items() if s.unstable and s.n > 1),
@@ -222,7 +224,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
     )
 
 
-def _run_info(run: PointRun) -> RunInfo:
+def run_info(run: PointRun) -> RunInfo:
     """A run's status and, with GPU telemetry, its rows of GenAI-Perf's GPU table."""
     info = RunInfo(name=run.name, status=run.status, reason=run.reason, resumed=run.resumed)
     rows = telemetry_rows(run.summary) if run.status == DONE and run.summary else []
@@ -435,22 +437,6 @@ def summary_csv(data: SweepAnalysis) -> str:
                 if g.gpu == gpu:
                     w.writerow([r.name, *format_gpu_row(g.row(), genai_perf_number)])
     return buf.getvalue()
-
-
-def analyze_csv(data: SweepAnalysis, result: SweepResult | None = None) -> str:
-    """:func:`summary_csv`; with ``result``, runs of an analysis saved before the GPU rows
-    were kept in it take theirs from their point results."""
-    if result is not None:
-        by_name = {r.name: r for r in result.runs}
-        points = []
-        for p in data.points:
-            runs = [
-                _run_info(by_name[r.name]) if r.gpus is None and r.name in by_name else r
-                for r in p.runs
-            ]
-            points.append(p.model_copy(update={"runs": runs}))
-        data = data.model_copy(update={"points": points})
-    return summary_csv(data)
 
 
 def write_exports(run_dir: Path, data: SweepAnalysis) -> str:

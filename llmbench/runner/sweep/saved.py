@@ -13,7 +13,7 @@ from llmbench.api import Spec
 from llmbench.api.results import ResultFileError, SweepAnalysis, read_result
 from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
 from llmbench.runner.artifacts.read import load_summary
-from llmbench.runner.sweep.analysis import ANALYZE_JSON
+from llmbench.runner.sweep.analysis import ANALYZE_JSON, run_info
 from llmbench.runner.sweep.run import (
     CHECKPOINT,
     DONE,
@@ -35,8 +35,12 @@ def load_analysis(run_dir: Path) -> SweepAnalysis:
     return read_result(SweepAnalysis, jpath)
 
 
-def load_sweep(run_dir: Path) -> SweepResult:
-    """A sweep rebuilt from its folder (``analyze_export_genai_perf.json`` + checkpoint + points).
+def load_sweep(run_dir: Path) -> tuple[SweepResult, SweepAnalysis]:
+    """A saved sweep: its result rebuilt from the folder (``analyze_export_genai_perf.json``'s
+    spec, the checkpoint, each point's result) and its saved analysis.
+
+    Runs of an analysis saved before the GPU table's rows were kept in it take theirs from
+    their point results, so the summary table reads as it would have in the run.
 
     Raises ValueError naming the file that is missing or unreadable (and the field, when a file
     is not its model). A point whose own result file is unusable becomes a failed run.
@@ -66,4 +70,18 @@ def load_sweep(run_dir: Path) -> SweepResult:
         )
     order = {v: i for i, v in enumerate(result.values)}
     result.runs.sort(key=lambda r: (order.get(r.value, 1e9), r.repetition))
-    return result
+    return result, _with_gpu_rows(data, result)
+
+
+def _with_gpu_rows(data: SweepAnalysis, result: SweepResult) -> SweepAnalysis:
+    """``data`` with every run that lacks its GPU rows (``gpus`` absent: saved before they
+    were kept) rebuilt from its point result."""
+    by_name = {r.name: r for r in result.runs}
+    points = []
+    for p in data.points:
+        runs = [
+            run_info(by_name[r.name]) if r.gpus is None and r.name in by_name else r
+            for r in p.runs
+        ]
+        points.append(p.model_copy(update={"runs": runs}))
+    return data.model_copy(update={"points": points})

@@ -45,7 +45,7 @@ from llmbench.runner.job.main import run_job, set_aside
 from llmbench.runner.job.store import ConfigMapStore, DirStore
 from llmbench.runner.report.html import REPORT_HTML
 from llmbench.runner.sweep.analysis import ANALYZE_CSV
-from llmbench.runner.sweep.run import point_name
+from llmbench.runner.sweep.run import CHECKPOINT, point_name
 from tests.sim_process import running_sim
 
 KEY = "sk-llmbench-test-9f8e7d6c5b4a"
@@ -170,6 +170,8 @@ def test_each_point_is_one_write_with_digest_checkpoint_and_csv(
     # summary.csv is `llmbench analyze`'s CSV of the same points, byte for byte
     data = store.read()
     assert data[SUMMARY_KEY] == (art / ANALYZE_CSV).read_text()
+    # the store's checkpoint is the folder's, built from the result in memory, not read back
+    assert data[CHECKPOINT_KEY] == (art / CHECKPOINT).read_text()
     rows = data[SUMMARY_KEY].splitlines()
     assert rows[0].startswith("Config Name,") and [r.split(",")[0] for r in rows[1:4]] == NAMES
     msg = term.read_text()

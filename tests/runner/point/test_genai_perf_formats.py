@@ -379,7 +379,9 @@ def test_profile_export_reads_with_perf_analyzer_s_schema(tmp_path: Path) -> Non
                             "concurrency": 2}
     offset = time.time_ns() - time.perf_counter_ns()
     summary.window.epoch_offset_ns = offset
+    as_given = summary.model_dump()
     write_profile_artifacts(tmp_path, records, summary, None, bodies=bodies)
+    assert summary.model_dump() == as_given  # written as given, never completed on the way
     doc = json.loads((tmp_path / "profile_export.json").read_text(encoding="utf-8"))
     assert doc == perf_analyzer_export(records, summary, bodies, offset)  # written streaming
     assert list(doc) == ["experiments", "version", "service_kind", "endpoint"]
@@ -404,6 +406,13 @@ def test_profile_export_reads_with_perf_analyzer_s_schema(tmp_path: Path) -> Non
     # our own records, every request, in a file of our own name that is not *.json
     lines = (tmp_path / "profile_export_llmbench_requests.jsonl").read_text().splitlines()
     assert [json.loads(line)["index"] for line in lines] == [0, 1, 2, 3]
+
+
+def test_a_summary_without_its_epoch_offset_is_refused(tmp_path: Path) -> None:
+    summary = summarize([streamed(0, 0, [10], "x")], streaming=True)
+    with pytest.raises(ValueError, match="epoch_offset_ns"):
+        write_profile_artifacts(tmp_path, [], summary)
+    assert not (tmp_path / "profile_export_genai_perf.json").exists()
 
 
 def test_non_streaming_and_completions_responses_are_openai_bodies() -> None:
