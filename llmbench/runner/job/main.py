@@ -307,14 +307,18 @@ class _Job:
 
     @staticmethod
     def exports(result: SweepResult, data: SweepAnalysis) -> str:
-        """``analyze_export_genai_perf.csv`` of ``data``, exactly as ``llmbench analyze``
-        writes it: the files go into the run folder too, as analyze leaves them; a folder that
-        refuses them only warns, the store still gets the text."""
+        """``analyze_export_genai_perf.csv`` of ``data`` as the store holds it (its
+        ``summary.csv``, the operator's ``status.summaryCSV``): ``llmbench analyze``'s CSV with
+        LF line ends, as the file reads in text mode (the file keeps the csv module's CRLF, as
+        GenAI-Perf's). The files go into the run folder too, as analyze leaves them; a folder
+        that refuses them only warns, the store still gets the text."""
         try:
-            return write_exports(result.run_dir, data)
+            text = write_exports(result.run_dir, data)
         except OSError as exc:
             log.warning("cannot write %s locally (%s); the store still gets it", ANALYZE_CSV, exc)
-            return summary_csv(data)
+            text = summary_csv(data)
+        # what reading the file back as text gave (universal newlines), without reading it
+        return text.replace("\r\n", "\n").replace("\r", "\n")
 
     def publish(
         self, result: SweepResult, data: SweepAnalysis, *, finished: bool = False

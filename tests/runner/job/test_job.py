@@ -160,6 +160,7 @@ def test_each_point_is_one_write_with_digest_checkpoint_and_csv(
         assert stored == local
     final = store.writes[3]
     assert set(final) == {CHECKPOINT_KEY, DIGEST_KEY, SUMMARY_KEY}
+    assert "\r" not in final[SUMMARY_KEY]  # LF line ends, as status.summaryCSV shows them
     d = RunDigest.model_validate_json(final[DIGEST_KEY])
     assert (d.done, d.finished, d.failed, d.runner_node) == (3, True, None, "node-a")
     for p in d.points:
