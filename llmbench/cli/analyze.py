@@ -29,14 +29,16 @@ from llmbench.cli import profile as profile_cli
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import parse_headers, parse_limits, read_api_key
 from llmbench.cli.spec_flags import ANALYZE_FLAGS, add_analyze_arguments
-from llmbench.runner.report.tables import METRIC_LABELS, format_value
+from llmbench.runner.client.records import RequestRecord
+from llmbench.runner.labels import METRIC_LABELS, format_value
 from llmbench.runner.sweep.analysis import (
     ANALYZE_CSV,
     METRIC_COLUMNS,
+    analysis,
     findings,
     table1_columns,
     table1_row,
-    write_outputs,
+    write_exports,
 )
 from llmbench.runner.sweep.run import DONE, CheckpointError, SweepResult
 
@@ -243,11 +245,15 @@ async def _main(
     spec: Spec, run_dir: Path, model: str, restart: bool, api_key: str | None,
     headers: dict[str, str], console: Any, preflight: bool = True,
     point_options: dict[str, Any] | None = None,
+    records: dict[str, list[RequestRecord]] | None = None,
 ) -> SweepResult:
+    """Runs the sweep with a progress bar per point; ``records`` (for the report's plots)
+    receives each measured run's request records by its folder name."""
     from llmbench.runner.load.config import expected_total
     from llmbench.runner.load.result import Progress
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import show_progress, validity_lines
+    from llmbench.runner.report.telemetry_plot import plot_point_telemetry
     from llmbench.runner.sweep.run import run_sweep
 
     stop = asyncio.Event()
@@ -260,9 +266,14 @@ async def _main(
             show_progress(counters, expected_total(cfg.load), f"{mode} {value:g}", console)
         )
         try:
-            return await run_profile(cfg, stop=stop_ev, progress=counters)
+            pr = await run_profile(cfg, stop=stop_ev, progress=counters)
         finally:
             bar.cancel()
+        if pr.artifact_dir is not None:
+            await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
+            if records is not None:
+                records[pr.artifact_dir.name] = pr.records
+        return pr
 
     def on_point(res: SweepResult) -> None:
         last = res.runs[-1]
@@ -275,7 +286,7 @@ async def _main(
             )
             for line in validity_lines(last.summary) if last.summary is not None else []:
                 console.print(f"    {line}")
-        write_outputs(res)
+        write_exports(res.run_dir, analysis(res))
 
     try:
         return await run_sweep(
@@ -291,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
     """The ``analyze`` subcommand (see the module docstring for exit codes)."""
     from llmbench.runner.client import eventloop
     from llmbench.runner.point.config import point_config
-    from llmbench.runner.point.profile import ProfileError, preflight
+    from llmbench.runner.point.preflight import ProfileError, preflight
     from llmbench.runner.report.console import stderr_console
 
     console = stderr_console()
@@ -326,6 +337,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
+    plots = not args.no_plots
+    # the request records of the runs measured here, for the plots (resumed runs' are read
+    # from their folders)
+    measured: dict[str, list[RequestRecord]] | None = {} if plots else None
     try:
         if args.preflight:
             model = preflight(cfg0)
@@ -338,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
         result = eventloop.run(
             _main(
                 spec, run_dir, model, args.restart, api_key, headers, console, args.preflight,
-                options,
+                options, measured,
             ),
             args.event_loop,
         )
@@ -351,14 +366,20 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # bad workload input found while preparing a point
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
-    data = write_outputs(result)
+    data = analysis(result)
+    write_exports(run_dir, data)
     print_summary(data, console)
     console.print(f"results: {run_dir / ANALYZE_CSV}")
-    if not args.no_plots and result.runs:
+    if plots and result.runs:
         try:
-            from llmbench.runner.report.html import build_report
+            from llmbench.runner.report.html import REPORT_HTML, render_report, saved_records
 
-            html = build_report(run_dir)
+            saved = saved_records(run_dir)
+            kept = measured or {}
+            html = render_report(
+                result, data, lambda name: kept[name] if name in kept else saved(name),
+                run_dir / REPORT_HTML,
+            )
             console.print(f"report: {html}")
         except Exception as exc:  # plots are a convenience; the CSV/JSON are the results
             console.print(f"[yellow]plots/report skipped: {type(exc).__name__}: {exc}[/yellow]")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmbench.runner.report.tables import format_value
+from llmbench.runner.labels import format_value
 from llmbench.runner.sweep.compare import (
     DEFAULT_TOLERANCES,
     Row,

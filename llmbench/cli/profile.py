@@ -240,12 +240,15 @@ def no_success_error(summary: Any) -> str | None:
     return "\n".join(lines)
 
 
-def _plots(directory: Path, console: Any) -> None:
-    """``--generate-plots``: the PNG plots and report.html of a profile folder."""
+def _plots(result: Any, directory: Path, console: Any) -> None:
+    """``--generate-plots``: the PNG plots and report.html of the profile just measured
+    (``result``, a ``ProfileResult``), next to its artefacts in ``directory``."""
     try:
-        from llmbench.runner.report.html import build_report
+        from llmbench.runner.report.html import REPORT_HTML, render_profile_report
 
-        console.print(f"report: {build_report(directory)}")
+        page = render_profile_report(result.summary, result.records, directory,
+                                     directory / REPORT_HTML)
+        console.print(f"report: {page}")
     except Exception as exc:  # plots are a convenience; the CSV/JSON are the results
         console.print(f"[yellow]plots skipped: {type(exc).__name__}: {exc}[/yellow]")
 
@@ -255,6 +258,7 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
     from llmbench.runner.load.result import Progress
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import notes, results_table, show_progress, stderr_console
+    from llmbench.runner.report.telemetry_plot import plot_point_telemetry
 
     console = stderr_console()
     stop = asyncio.Event()
@@ -269,13 +273,15 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
     finally:
         bar.cancel()
         undo()
+    if result.artifact_dir is not None:
+        await asyncio.to_thread(plot_point_telemetry, result.summary, result.artifact_dir)
     console.print(results_table(result.summary))
     for line in notes(result.summary):
         console.print(line)
     if result.artifact_dir is not None:
         console.print(f"artefacts: {result.artifact_dir}")
         if generate_plots:
-            _plots(result.artifact_dir, console)
+            _plots(result, result.artifact_dir, console)
     if result.summary.interrupted:
         return 130
     failed = no_success_error(result.summary)
@@ -295,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
     from llmbench.runner.client import eventloop
     from llmbench.runner.client.transport import ConnectError
     from llmbench.runner.point.config import point_config
-    from llmbench.runner.point.profile import ProfileError
+    from llmbench.runner.point.preflight import ProfileError
 
     try:
         for note in check_genai_perf_flags(args):

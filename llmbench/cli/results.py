@@ -42,7 +42,7 @@ from llmbench.api.status import (
     RunDigest,
 )
 from llmbench.cli.flags import positive_int
-from llmbench.runner.report.tables import METRIC_LABELS, format_value
+from llmbench.runner.labels import METRIC_LABELS, format_value
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from llmbench.cli import main
-from llmbench.runner.point.artifacts import load_summary
+from llmbench.runner.artifacts.read import load_summary
 from llmbench.sim import spawn_sim
 
 GENAI_PERF_README = [

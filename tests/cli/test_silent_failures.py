@@ -23,7 +23,7 @@ import pytest
 
 from llmbench.api.results import PointResult
 from llmbench.cli import main
-from llmbench.runner.point.artifacts import load_summary
+from llmbench.runner.artifacts.read import load_summary
 from llmbench.sim import spawn_sim
 
 SimFactory = Callable[..., str]

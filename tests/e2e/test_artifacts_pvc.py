@@ -14,7 +14,7 @@ import pytest
 
 from llmbench.api.job import SUMMARY_KEY
 from llmbench.cli import main
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, PROFILE_EXPORT
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, PROFILE_EXPORT
 from llmbench.runner.report.html import REPORT_HTML
 from llmbench.runner.sweep.analysis import ANALYZE_CSV
 from tests.e2e.test_operator import (  # noqa: F401 - ``operator`` is a fixture

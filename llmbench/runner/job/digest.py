@@ -33,7 +33,6 @@ from llmbench.api.status import (
     dump,
 )
 from llmbench.runner.sweep import knee as knee_rules
-from llmbench.runner.sweep.analysis import analysis
 from llmbench.runner.sweep.compare import regression_verdict
 from llmbench.runner.sweep.run import DONE, PointRun, SweepResult
 
@@ -260,16 +259,17 @@ def failed_reason(result: SweepResult) -> str | None:
 
 def build_digest(
     result: SweepResult,
+    data: SweepAnalysis,
     *,
     run: int = 1,
-    data: SweepAnalysis | None = None,
     finished: bool = False,
     failed: str | None = None,
     runner_node: str | None = None,
     baseline: BaselineContext | None = None,
     tolerances: dict[str, float] | None = None,
 ) -> RunDigest:
-    """The digest of a sweep so far (``data``: its analysis, computed when not given).
+    """The digest of a sweep so far from ``data``, its analysis (the one the CSV and the
+    report are made of, so the status cannot tell another story).
 
     ``finished`` says the sweep ended (every point, the knee stop, or a stop on failure);
     ``failed`` is the whole run's failure (default :func:`failed_reason` once finished).
@@ -277,7 +277,6 @@ def build_digest(
     in percent by ``llmbench compare``'s metric keys; ``spec.baseline``'s defaults when not
     given).
     """
-    data = data if data is not None else analysis(result)
     points = point_statuses(result, data)
     measured = errors = 0
     for r in result.runs:

@@ -52,19 +52,23 @@ from llmbench.api.job import (
 )
 from llmbench.api.results import GpuSeries, PointResult, ServerSeries, SweepAnalysis
 from llmbench.api.status import RunDigest, dump
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.eventloop import run as run_loop
 from llmbench.runner.job.digest import build_digest, termination_message
-from llmbench.runner.job.shards import Coordinator, env_shard_index
+from llmbench.runner.job.shards import Coordinator
 from llmbench.runner.job.store import ResultsStore, StoreError
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
-from llmbench.runner.point.config import point_config
-from llmbench.runner.point.profile import ProfileError, install_stop_signals, preflight
-from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, analyze_csv, write_outputs
+from llmbench.runner.point.config import ProfileConfig, point_config
+from llmbench.runner.point.preflight import ProfileError, preflight
+from llmbench.runner.point.profile import ProfileResult, install_stop_signals, run_profile
+from llmbench.runner.report.telemetry_plot import plot_point_telemetry
+from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, summary_csv, write_exports
 from llmbench.runner.sweep.run import (
     CHECKPOINT,
     DONE,
     CheckpointError,
     SweepResult,
+    checkpoint_text,
     run_sweep,
 )
 from llmbench.runner.telemetry.collector import TelemetryCollector
@@ -81,6 +85,7 @@ __all__ = [
     "collector_for_context",
     "point_text",
     "run_job",
+    "shard_index",
 ]
 
 log = logging.getLogger("llmbench.job")
@@ -105,7 +110,7 @@ class JobError(Exception):
 
 def point_text(summary: PointResult, budget: int) -> str:
     """A point's ``profile_export_genai_perf.json`` for the store: compact JSON that
-    :func:`~llmbench.runner.point.artifacts.load_summary` reads back.
+    :func:`~llmbench.runner.artifacts.read.load_summary` reads back.
 
     Over ``budget`` bytes, the telemetry time series (kept whole in the point's folder and
     its ``telemetry.png``) are emptied: a resumed sweep needs the figures, not the plot data.
@@ -158,6 +163,24 @@ def set_aside(folder: Path, *, fresh: bool, stamp: str) -> Path | None:
         target = folder.with_name(f"{folder.name}.replaced-{stamp}-{n}")
     folder.rename(target)
     return target
+
+
+def shard_index(value: str | None) -> int:
+    """The shard index from ``$JOB_COMPLETION_INDEX`` (0 when unset: a single runner)."""
+    if value is None or value == "":
+        return 0
+    try:
+        index = int(value)
+    except ValueError:
+        raise ValueError(f"JOB_COMPLETION_INDEX={value!r} is not a number") from None
+    if index < 0:
+        raise ValueError(f"JOB_COMPLETION_INDEX={value!r} is negative")
+    return index
+
+
+def env_shard_index() -> int:
+    """This pod's shard index (see :func:`shard_index`)."""
+    return shard_index(os.environ.get(ENV_SHARD_INDEX))
 
 
 class _Job:
@@ -277,31 +300,34 @@ class _Job:
         for r in result.runs:
             if r.status == DONE and r.summary is not None and r.name not in self.stored:
                 out[point_key(r.name)] = point_text(r.summary, budget)
-        ckpt = result.run_dir / CHECKPOINT
-        if ckpt.exists():
-            out[CHECKPOINT_KEY] = ckpt.read_text(encoding="utf-8")
+        out[CHECKPOINT_KEY] = checkpoint_text(result)
         out[DIGEST_KEY] = json.dumps(dump(digest), indent=1)
         out[SUMMARY_KEY] = csv_text
         return {k: self._scrub(v) for k, v in out.items()}
 
     @staticmethod
-    def outputs(result: SweepResult) -> tuple[SweepAnalysis, str]:
-        """The sweep's analysis and ``analyze_export_genai_perf.csv`` exactly as ``llmbench
-        analyze`` writes it (the files go into the run folder too, as analyze leaves them; if
-        the folder refuses them the CSV is built in memory by the same function)."""
+    def exports(result: SweepResult, data: SweepAnalysis) -> str:
+        """``analyze_export_genai_perf.csv`` of ``data`` as the store holds it (its
+        ``summary.csv``, the operator's ``status.summaryCSV``): ``llmbench analyze``'s CSV with
+        LF line ends, as the file reads in text mode (the file keeps the csv module's CRLF, as
+        GenAI-Perf's). The files go into the run folder too, as analyze leaves them; a folder
+        that refuses them only warns, the store still gets the text."""
         try:
-            data = write_outputs(result)
-            return data, (result.run_dir / ANALYZE_CSV).read_text(encoding="utf-8")
+            text = write_exports(result.run_dir, data)
         except OSError as exc:
             log.warning("cannot write %s locally (%s); the store still gets it", ANALYZE_CSV, exc)
-            data = analysis(result)
-            return data, analyze_csv(data, result)
+            text = summary_csv(data)
+        # what reading the file back as text gave (universal newlines), without reading it
+        return text.replace("\r\n", "\n").replace("\r", "\n")
 
-    def publish(self, result: SweepResult, *, finished: bool = False) -> RunDigest:
-        """One write of everything new (the digest built here); on failure the digest goes
-        to the termination message. Returns the digest."""
-        data, csv_text = self.outputs(result)
-        digest = build_digest(result, run=self.run, data=data, finished=finished,
+    def publish(
+        self, result: SweepResult, data: SweepAnalysis, *, finished: bool = False
+    ) -> RunDigest:
+        """One write of everything new, from the sweep and its analysis ``data`` (the digest
+        built here); on failure the digest goes to the termination message. Returns the
+        digest."""
+        csv_text = self.exports(result, data)
+        digest = build_digest(result, data, run=self.run, finished=finished,
                               baseline=self.baseline, tolerances=self.tolerances,
                               runner_node=self.runner_node)
         if finished or result.interrupted:
@@ -322,13 +348,21 @@ class _Job:
         }
         return digest
 
-    def report(self) -> None:
+    def report(self, result: SweepResult, data: SweepAnalysis) -> None:
         """The HTML report and plots beside the persisted results, as ``llmbench analyze``
-        leaves them; a convenience, so a failure to draw only warns."""
-        from llmbench.runner.report.html import build_report  # matplotlib: only when asked
+        leaves them, from the sweep and the analysis just published (the records are read
+        from the point folders: the pod holds one point's at a time); a convenience, so a
+        failure to draw only warns."""
+        from llmbench.runner.report.html import (  # matplotlib: only when asked
+            REPORT_HTML,
+            render_report,
+            saved_records,
+        )
 
         try:
-            log.info("report: %s", build_report(self.artifact_dir))
+            page = render_report(result, data, saved_records(result.run_dir),
+                                 result.run_dir / REPORT_HTML)
+            log.info("report: %s", page)
         except Exception as exc:  # the CSV and JSON are the results
             log.warning("report skipped: %s: %s", type(exc).__name__, exc)
 
@@ -400,23 +434,32 @@ class _Job:
         def on_point(result: SweepResult) -> None:
             last = result.runs[-1]
             log.info("%s: %s%s", last.name, last.status, f" ({last.reason})" if last.reason else "")
-            self.publish(result)
+            self.publish(result, analysis(result))
             if coord is not None:
                 coord.cleanup(last.name)
+
+        async def measure(cfg: ProfileConfig, point_stop: asyncio.Event) -> ProfileResult:
+            if coord is not None:
+                pr = await coord.run_point(cfg, point_stop)
+            else:
+                pr = await run_profile(cfg, stop=point_stop)
+            if pr.artifact_dir is not None and not self.follower:  # a follower has no scrapes
+                await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
+            return pr
 
         try:
             result = await run_sweep(
                 spec, self.artifact_dir, model=model, stop=stop, notify=log.info,
-                api_key=api_key, on_point=on_point, point_options=options,
-                run_point=coord.run_point if coord is not None else None,
+                api_key=api_key, on_point=on_point, point_options=options, run_point=measure,
             )
         except CheckpointError as exc:
             raise JobError(str(exc)) from None
-        digest = self.publish(result, finished=not result.interrupted)
+        data = analysis(result)
+        digest = self.publish(result, data, finished=not result.interrupted)
         if coord is not None and not result.interrupted:
             coord.cleanup()
         if self.persist_dir is not None and not self.follower and not result.interrupted:
-            self.report()
+            self.report(result, data)
         if result.interrupted:
             log.warning("interrupted after %d of %d points; a new pod resumes from %s",
                         digest.done, digest.total, self.store)

@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -47,12 +46,13 @@ from typing import Any
 from llmbench.api.job import (
     CHECKPOINT_KEY,
     DIGEST_KEY,
-    ENV_SHARD_INDEX,
     SHARD_PREFIX,
     point_key,
     shard_key,
 )
 from llmbench.api.results import PointResult, Shards
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.load.config import LoadConfig
@@ -67,10 +67,10 @@ from llmbench.runner.load.shards import (
     unpack_records,
 )
 from llmbench.runner.load.stalls import Stall
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, write_atomic
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import summarize, window
-from llmbench.runner.point.profile import ProfileError, ProfileResult, run_profile
+from llmbench.runner.point.preflight import ProfileError
+from llmbench.runner.point.profile import ProfileResult, run_profile
 
 __all__ = [
     "CONFIGMAP_LIMIT",
@@ -78,8 +78,6 @@ __all__ = [
     "Coordinator",
     "IncompleteAttempt",
     "ShardTiming",
-    "env_shard_index",
-    "shard_index",
 ]
 
 log = logging.getLogger("llmbench.job")
@@ -594,21 +592,3 @@ class _FollowerAttempt(_Attempt):
                    key: json.dumps(doc, separators=(",", ":"))}
         await asyncio.to_thread(c.write, updates)
         return load
-
-
-def shard_index(value: str | None) -> int:
-    """The shard index from ``$JOB_COMPLETION_INDEX`` (0 when unset: a single runner)."""
-    if value is None or value == "":
-        return 0
-    try:
-        index = int(value)
-    except ValueError:
-        raise ValueError(f"JOB_COMPLETION_INDEX={value!r} is not a number") from None
-    if index < 0:
-        raise ValueError(f"JOB_COMPLETION_INDEX={value!r} is negative")
-    return index
-
-
-def env_shard_index() -> int:
-    """This pod's shard index (see :func:`shard_index`)."""
-    return shard_index(os.environ.get(ENV_SHARD_INDEX))

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from llmbench.api import Spec
+from llmbench.runner.artifacts.layout import default_artifact_dir
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.sessions import session_plan
-from llmbench.runner.point.artifacts import default_artifact_dir
 from llmbench.runner.point.stability import DEFAULT_STABILITY_PERCENTAGE, StabilityConfig
 from llmbench.runner.workload.config import WorkloadConfig
 

@@ -8,7 +8,6 @@ token, never while the clock runs.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import time
@@ -16,11 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
-
-import httpx
 
 from llmbench.api.results import ClientHealth, LoopStall, PointResult
+from llmbench.runner.artifacts.input_config import genai_perf_input_config
+from llmbench.runner.artifacts.write import write_profile_artifacts
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load.config import LoadConfig, expected_total
@@ -28,25 +26,21 @@ from llmbench.runner.load.engine import run_load
 from llmbench.runner.load.result import LoadResult, Progress
 from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.load.workers import run_load_workers
-from llmbench.runner.point.artifacts import write_profile_artifacts
 from llmbench.runner.point.config import ProfileConfig
 from llmbench.runner.point.metrics import stats, summarize
+from llmbench.runner.point.preflight import ProfileError, preflight
 from llmbench.runner.point.stability import (
     WindowProgress,
     measure_windows,
     settle_records,
     watch_windows,
 )
-from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.summary import telemetry_section
 from llmbench.runner.workload import datasets
 from llmbench.runner.workload import requests as workload_mod
 from llmbench.tokenizer import load_tokenizer
 
 log = logging.getLogger("llmbench.profile")
-
-class ProfileError(Exception):
-    """A problem found before any load was sent; the message names the flag or URL to fix."""
 
 
 class PointShard(Protocol):
@@ -84,203 +78,6 @@ class ProfileResult:
     artifact_dir: Path | None
 
 
-#: Seconds to wait for a TCP connection during preflight: an unreachable URL fails fast even
-#: with a long --request-timeout (which bounds the rest of each preflight call).
-PREFLIGHT_CONNECT_TIMEOUT_S = 10.0
-#: Bytes of a probe response read at most (one token is asked for; a runaway answer is cut).
-_PROBE_MAX_BYTES = 1 << 20
-
-
-def _timeout(cfg: ProfileConfig, timeout: float | None) -> httpx.Timeout:
-    """``timeout`` or the run's ``--request-timeout`` (None: none), connecting capped."""
-    total = cfg.load.request_timeout_s if timeout is None else timeout
-    connect = PREFLIGHT_CONNECT_TIMEOUT_S
-    if total is not None:
-        connect = min(total, connect)
-    return httpx.Timeout(total, connect=connect)
-
-
-def preflight(cfg: ProfileConfig, timeout: float | None = None, *, probe: bool = True) -> str:
-    """Checks the target before any load; returns the model the run will name.
-
-    Two steps, each failing with a :class:`ProfileError` that names what to fix:
-
-    1. ``GET /v1/models``: the URL answers and serves every model of the run (the first one
-       listed when ``-m`` is not given). A server without ``/v1/models`` is accepted when
-       ``-m`` is given.
-    2. with ``probe``: one real request of the run's kind (:func:`probe_request`), so a wrong
-       ``--endpoint``, endpoint type, model or request field fails here, naming what the
-       server answered, instead of as a run in which every request failed.
-
-    ``timeout`` defaults to the run's ``--request-timeout`` (connecting is capped at
-    :data:`PREFLIGHT_CONNECT_TIMEOUT_S`).
-    """
-    limit = _timeout(cfg, timeout)
-    target = Target.from_url(cfg.url, cfg.path())
-    models_url = target.base_url.rstrip("/")
-    models_url = (
-        models_url[: -len("/v1")] if models_url.endswith("/v1") else models_url
-    ) + "/v1/models"
-    try:
-        resp = httpx.get(models_url, headers=cfg.auth_headers(), timeout=limit)
-    except httpx.HTTPError as exc:
-        raise ProfileError(f"cannot reach {target.base_url} (--url): {exc}") from exc
-    if resp.status_code in (401, 403):
-        raise ProfileError(
-            f"{models_url} answered {resp.status_code}: pass an API key "
-            "(--api-key-env NAME or --api-key-file PATH)"
-        )
-    served: list[str] = []
-    if resp.status_code == 200:
-        try:
-            served = [m["id"] for m in resp.json().get("data", []) if "id" in m]
-        except (ValueError, AttributeError, TypeError):
-            served = []
-    wanted = cfg.models()
-    if not wanted:
-        if not served:
-            raise ProfileError(f"{models_url} lists no models: pass -m/--model")
-        model = served[0]
-    else:
-        model = cfg.model or wanted[0]
-        missing = [m for m in wanted if m not in served]
-        if served and missing:
-            raise ProfileError(
-                f"model {', '.join(repr(m) for m in missing)} (-m/--model) is not served by "
-                f"{target.base_url}; it serves: {', '.join(served)}"
-            )
-    if probe:
-        for name in wanted or [model]:
-            probe_request(cfg, name, timeout)
-    return model
-
-
-def probe_body(cfg: ProfileConfig, model: str) -> dict[str, Any]:
-    """The probe's body: the run's shape (endpoint type, streaming, extra inputs) and model,
-    a one-word prompt and one output token."""
-    body: dict[str, Any] = {"model": model}
-    if cfg.endpoint_type == "embeddings":
-        body["input"] = "Hello"
-    else:
-        if cfg.endpoint_type == "chat":
-            body["messages"] = [{"role": "user", "content": "Hello"}]
-        else:
-            body["prompt"] = "Hello"
-        body["stream"] = cfg.streaming
-        if cfg.streaming:
-            body["stream_options"] = {"include_usage": True}
-    body.update(cfg.workload.extra_inputs)
-    if cfg.endpoint_type != "embeddings":
-        body.pop("min_tokens", None)
-        body["max_tokens"] = 1
-        if "max_completion_tokens" in body:
-            body["max_completion_tokens"] = 1
-    return body
-
-
-def _probe_problem(cfg: ProfileConfig, content_type: str, text: str) -> str | None:
-    """What is wrong with a 2xx probe answer for this run's kind, or None if it fits."""
-    want = "data" if cfg.endpoint_type == "embeddings" else "choices"
-    if cfg.streaming:
-        events = [
-            line[5:].strip() for line in text.splitlines() if line.startswith("data:")
-        ]
-        payloads = [e for e in events if e and e != "[DONE]"]
-        if not payloads:
-            return (
-                f"it answered {content_type or 'no content type'} without SSE 'data:' events "
-                "(a streamed reply was asked for; pass --no-streaming if the server cannot "
-                "stream)"
-            )
-        for raw in payloads:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                return f"an SSE event is not JSON: {raw[:200]!r}"
-            if isinstance(event, dict) and "error" in event:
-                return f"it streamed an error: {json.dumps(event['error'])[:300]}"
-        first = json.loads(payloads[0])
-        if not isinstance(first, dict) or want not in first:
-            return f"its first SSE event has no {want!r}: {payloads[0][:200]!r}"
-        return None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return f"it answered {content_type or 'no content type'}, not JSON: {text[:200]!r}"
-    if not isinstance(doc, dict) or want not in doc:
-        return f"its JSON answer has no {want!r}: {text[:200]!r}"
-    return None
-
-
-#: Probe attempts: a 429, a 5xx, a dropped connection or a garbled answer is tried again (a
-#: server under other load, or a flaky one, should not stop a run); other 4xx answers are
-#: the request's fault and fail at once.
-PROBE_ATTEMPTS = 5
-
-
-def probe_request(cfg: ProfileConfig, model: str, timeout: float | None = None) -> None:
-    """Sends one request of the run's kind (:func:`probe_body`) and checks the answer.
-
-    Raises:
-        ProfileError: naming the URL, the settings that shape the request, and what the
-            server answered (status and the start of its body).
-    """
-    error = ""
-    for attempt in range(PROBE_ATTEMPTS):
-        if attempt:
-            time.sleep(0.1 * attempt)
-        error, final = _probe_once(cfg, model, timeout)
-        if not error:
-            return
-        if final:
-            break
-    raise ProfileError(error)
-
-
-def _probe_once(cfg: ProfileConfig, model: str, timeout: float | None) -> tuple[str, bool]:
-    """One probe: ``("", True)`` when it fits the run, else (the error, whether it is final)."""
-    target = Target.from_url(cfg.url, cfg.path())
-    origin = urlsplit(target.base_url)
-    url = f"{origin.scheme}://{origin.netloc}{target.path}"  # exactly where the run sends
-    what = (
-        f"--endpoint-type {cfg.endpoint_type}, model {model!r}, "
-        f"{'streaming' if cfg.streaming else 'not streaming'}"
-    )
-    headers = {**cfg.auth_headers(), "Content-Type": "application/json"}
-    chunks: list[bytes] = []
-    try:
-        body = probe_body(cfg, model)
-        limit = _timeout(cfg, timeout)
-        with httpx.stream("POST", url, headers=headers, json=body, timeout=limit) as resp:
-            size = 0
-            for chunk in resp.iter_bytes():
-                chunks.append(chunk)
-                size += len(chunk)
-                if size >= _PROBE_MAX_BYTES:
-                    break
-            status, ctype = resp.status_code, resp.headers.get("content-type", "")
-    except httpx.HTTPError as exc:
-        return f"probe request to {url} ({what}) failed: {exc}", False
-    text = b"".join(chunks).decode("utf-8", "replace").strip()
-    if not 200 <= status < 300:
-        hint = {
-            401: "pass an API key (--api-key-env NAME or --api-key-file PATH)",
-            403: "pass an API key (--api-key-env NAME or --api-key-file PATH)",
-            404: "check --endpoint and --endpoint-type (and -m/--model)",
-            405: "check --endpoint and --endpoint-type",
-        }.get(status, "check --endpoint, --endpoint-type, -m/--model and --extra-inputs")
-        final = 400 <= status < 500 and status not in (408, 429)
-        return (
-            f"probe request to {url} ({what}) answered HTTP {status}: {text[:300]!r}; {hint}",
-            final,
-        )
-    problem = _probe_problem(cfg, ctype, text)
-    if problem is not None:
-        return (
-            f"probe request to {url} ({what}): {problem}; check --endpoint and --endpoint-type",
-            False,
-        )
-    return "", True
 
 
 def count_client_tokens(
@@ -466,11 +263,14 @@ async def run_profile(
         )
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
+        # the summary is complete before it is written: the file and what the caller keeps
+        # (the digest, the store) are the same document
+        summary.genai_perf_config = genai_perf_input_config(
+            summary.input_config, stem=cfg.export_stem, artifact_dir=out_dir.parent
+        )
         write_profile_artifacts(
             out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies
         )
-        if result is not None:
-            await asyncio.to_thread(plot_telemetry, result, out_dir / "telemetry.png")
     return ProfileResult(summary, records, out_dir)
 
 

@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from llmbench.api.results import PointResult
+from llmbench.runner.labels import DISTRIBUTIONS, METRIC_LABELS
 from llmbench.runner.load.result import Progress as Counters
-from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS
 
 _TABLE_STATS = ("avg", "min", "max", "p99", "p90", "p75")
 #: Single-valued rows of the console table, in GenAI-Perf's console order.

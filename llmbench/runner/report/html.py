@@ -1,9 +1,17 @@
-"""``llmbench report DIR``: plots and one self-contained HTML page, rebuilt from saved artefacts.
+"""The HTML report: plots and one self-contained page of a sweep or of one profile.
 
-Works on a sweep folder (``analyze_export_genai_perf.json`` + ``checkpoint.json`` + point
-folders: the CSV/JSON exports are refreshed too) and on a single ``profile`` folder. The HTML
-embeds its PNGs as base64 so it can be mailed, attached to a CI run or stored in a ConfigMap
-without its folder.
+Two ways in, one renderer each, so a report made in the run and one made later are the same:
+
+* in the run, from what it holds in memory: ``llmbench analyze`` and the runner pod call
+  :func:`render_report` with the sweep, its analysis (the one the exports were written from)
+  and its records; ``llmbench profile --generate-plots`` calls :func:`render_profile_report`;
+* afterwards, ``llmbench report DIR`` (:func:`build_report`) loads the saved documents (a
+  sweep: :func:`~llmbench.runner.sweep.saved.load_sweep`; a profile: its result and records)
+  and calls the same renderers.
+
+A renderer writes the plots (``plots/``) and the page, never an export: the CSV and JSON are
+written by the run, from the same analysis. The HTML embeds its PNGs as base64 so it can be
+mailed, attached to a CI run or stored in a ConfigMap without its folder.
 """
 
 from __future__ import annotations
@@ -13,29 +21,34 @@ import csv
 import html
 import io
 import json
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from llmbench.api.results import PointResult, SweepAnalysis
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, TELEMETRY_PNG
+from llmbench.runner.artifacts.read import load_records, load_summary
 from llmbench.runner.client.records import RequestRecord
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_records, load_summary
-from llmbench.runner.report.tables import DISTRIBUTIONS, METRIC_LABELS
-from llmbench.runner.sweep.analysis import (
-    ANALYZE_CSV,
-    ANALYZE_JSON,
-    analyze_csv,
-    findings,
-    load_sweep,
-    write_outputs,
-)
+from llmbench.runner.labels import DISTRIBUTIONS, METRIC_LABELS
+from llmbench.runner.sweep.analysis import ANALYZE_CSV, ANALYZE_JSON, findings, summary_csv
+from llmbench.runner.sweep.run import DONE, SweepResult
+from llmbench.runner.sweep.saved import load_sweep
 
-DONE = "done"
-
-__all__ = ["PLOTS_DIR", "REPORT_HTML", "build_report"]
+__all__ = [
+    "PLOTS_DIR",
+    "REPORT_HTML",
+    "RecordsOf",
+    "build_report",
+    "render_profile_report",
+    "render_report",
+    "saved_records",
+]
 
 REPORT_HTML = "report.html"
-#: Written per point by the profile when telemetry was scraped.
-TELEMETRY_PNG = "telemetry.png"
 PLOTS_DIR = "plots"
+
+#: The request records of one run, by its folder name (empty when there are none).
+RecordsOf = Callable[[str], Sequence[RequestRecord]]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222;
@@ -81,17 +94,35 @@ def _page(title: str, body: list[str]) -> str:
     )
 
 
-def _point_records(run_dir: Path, names: list[str]) -> list[RequestRecord]:
-    recs: list[RequestRecord] = []
-    for n in names:
+def saved_records(run_dir: Path) -> RecordsOf:
+    """The records of each run read from its folder under ``run_dir`` when a plot asks for
+    them; a run whose records are missing or unreadable has none (its plots leave it out).
+
+    For a saved run, and for the runner pod, whose memory holds one point's records at a time.
+    """
+
+    def of(name: str) -> list[RequestRecord]:
         try:
-            recs.extend(load_records(run_dir / n))
+            return load_records(run_dir / name)
         except (OSError, ValueError, KeyError):
-            continue
-    return recs
+            return []
+
+    return of
 
 
-def _sweep_report(run_dir: Path, out: Path) -> Path:
+def _records(records: RecordsOf, names: Iterable[str]) -> list[RequestRecord]:
+    return [rec for name in names for rec in records(name)]
+
+
+def render_report(
+    result: SweepResult, data: SweepAnalysis, records: RecordsOf, out: Path
+) -> Path:
+    """Draws the sweep's plots into ``<run folder>/plots`` and writes the page to ``out``.
+
+    ``data`` is the sweep's analysis (its summary table is the exports' CSV text, built from
+    it again); ``records`` gives each run's request records for the per-request plots. The
+    per-point ``telemetry.png`` files drawn after each point are embedded as they are.
+    """
     from llmbench.runner.report.plots import (
         itl_position_plot,
         latency_distribution_plot,
@@ -99,12 +130,11 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
         ttft_vs_isl_plot,
     )
 
-    result = load_sweep(run_dir)
-    data = write_outputs(result)
+    run_dir = result.run_dir
     streaming = result.spec.target.streaming
     plots_dir = run_dir / PLOTS_DIR
     per_point = [
-        (p.label, _point_records(run_dir, [r.name for r in p.runs if r.status == DONE]))
+        (p.label, _records(records, (r.name for r in p.runs if r.status == DONE)))
         for p in data.points
         if p.status == "ok"
     ]
@@ -123,8 +153,7 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
         classes[data.slo.best_index] = "best"
     if data.knee is not None:
         classes[data.knee.index] = "knee"
-    text = analyze_csv(data, result)
-    tables = text.split("\n\n", 1)
+    tables = summary_csv(data).split("\n\n", 1)
     body = [
         f"<p class=\"note\">model <b>{html.escape(data.model)}</b>, "
         f"{html.escape(data.sweep_type)} sweep over "
@@ -158,20 +187,22 @@ def _sweep_report(run_dir: Path, out: Path) -> Path:
     return out
 
 
-def _profile_report(run_dir: Path, out: Path) -> Path:
+def render_profile_report(
+    summary: PointResult, records: Sequence[RequestRecord], folder: Path, out: Path
+) -> Path:
+    """Draws one profile's plots into ``folder/plots`` and writes the page to ``out``
+    (``folder``: the profile's own folder, whose ``telemetry.png`` is embedded if present)."""
     from llmbench.runner.report.plots import (
         itl_position_plot,
         latency_distribution_plot,
         ttft_vs_isl_plot,
     )
 
-    summary = load_summary(run_dir)
     cfg = summary.input_config or {}
     streaming = bool(cfg.get("streaming", True))
-    records = _point_records(run_dir, ["."])
-    label = f"{cfg.get('model', 'model')} {run_dir.name}"
-    points = [(run_dir.name, records)]
-    plots_dir = run_dir / PLOTS_DIR
+    label = f"{cfg.get('model', 'model')} {folder.name}"
+    points = [(folder.name, records)]
+    plots_dir = folder / PLOTS_DIR
     pngs = [
         ttft_vs_isl_plot(points, plots_dir / "ttft_vs_isl.png", streaming),
         itl_position_plot(points, plots_dir / "itl_by_position.png"),
@@ -196,24 +227,28 @@ def _profile_report(run_dir: Path, out: Path) -> Path:
         body.append(f"<p class=\"note err\">errors: {errors.total} ({html.escape(kinds)})</p>")
     body.append("<h2>Plots</h2>")
     body += [_img(p) for p in pngs if p is not None]
-    if (run_dir / TELEMETRY_PNG).is_file():
-        body.append(_img(run_dir / TELEMETRY_PNG))
+    if (folder / TELEMETRY_PNG).is_file():
+        body.append(_img(folder / TELEMETRY_PNG))
     body += ["<h2>Arguments</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]
     out.write_text(_page(f"llmbench profile: {label}", body), encoding="utf-8")
     return out
 
 
 def build_report(run_dir: Path, output: Path | None = None) -> Path:
-    """Draws the plots into ``run_dir/plots`` and writes the HTML; returns its path.
+    """``llmbench report DIR``: loads the saved sweep or profile in ``run_dir`` and renders it
+    (:func:`render_report`, :func:`render_profile_report`); returns the page's path
+    (``output``, default ``run_dir/report.html``).
 
-    Raises ValueError when ``run_dir`` holds neither a sweep nor a profile.
+    Raises ValueError when ``run_dir`` holds neither a sweep nor a profile, or one of its
+    files is not readable (naming the file).
     """
-
     out = output or run_dir / REPORT_HTML
     if (run_dir / ANALYZE_JSON).exists():
-        return _sweep_report(run_dir, out)
+        result, data = load_sweep(run_dir)
+        return render_report(result, data, saved_records(run_dir), out)
     if (run_dir / GENAI_PERF_JSON).exists():
-        return _profile_report(run_dir, out)
+        records = saved_records(run_dir)(".")
+        return render_profile_report(load_summary(run_dir), records, run_dir, out)
     raise ValueError(
         f"{run_dir}: neither an analyze folder ({ANALYZE_JSON}) nor a profile folder "
         f"({GENAI_PERF_JSON})"

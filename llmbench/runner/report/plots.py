@@ -24,7 +24,7 @@ from typing import Any
 
 from llmbench.api.results import PointMetrics, SweepAnalysis
 from llmbench.runner.client.records import RequestRecord
-from llmbench.runner.report.tables import METRIC_LABELS
+from llmbench.runner.labels import METRIC_LABELS
 
 __all__ = [
     "itl_position_plot",

@@ -5,10 +5,12 @@ GenAI-Perf's ``analyze`` with the questions people run it for answered in the ou
 not, the spread of repeated points, and the cost per million output tokens. Running the sweep
 is :mod:`.run`; the command line that drives both is :mod:`llmbench.cli.analyze`.
 
-Outputs in the run folder: ``analyze_export_genai_perf.csv`` (GenAI-Perf's two tables, built by
-:func:`summary_csv` from the analysis alone: the operator's ``status.summaryCSV`` is the same
-text) and ``analyze_export_genai_perf.json`` (everything, the model
-:class:`~llmbench.api.results.SweepAnalysis`, read back by ``report`` and ``compare``).
+:func:`analysis` is computed once per state of the sweep and handed to every output, so they
+cannot disagree: :func:`write_exports` writes ``analyze_export_genai_perf.csv`` (GenAI-Perf's
+two tables, :func:`summary_csv` of the analysis alone: the operator's ``status.summaryCSV`` is
+the same text) and ``analyze_export_genai_perf.json`` (everything, the model
+:class:`~llmbench.api.results.SweepAnalysis`, read back by ``report`` and ``compare``); the run
+digest and the HTML report take the same object.
 """
 
 from __future__ import annotations
@@ -19,22 +21,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from llmbench.api import Spec
 from llmbench.api.results import (
     GPU_SUMMARY_COLUMNS,
     CostSummary,
     GpuRow,
     KneeSummary,
     PointResult,
-    ResultFileError,
     RunInfo,
     SloVerdict,
     SweepAnalysis,
     SweepPoint,
-    read_result,
 )
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, load_summary, write_atomic
-from llmbench.runner.report.tables import (
+from llmbench.runner.artifacts.write import write_atomic
+from llmbench.runner.labels import (
     METRIC_LABELS,
     format_gpu_row,
     format_value,
@@ -49,13 +48,10 @@ from llmbench.runner.sweep.knee import (
     value_label,
 )
 from llmbench.runner.sweep.run import (
-    CHECKPOINT,
     DONE,
-    CheckpointError,
     PointRun,
     SweepResult,
     point_name,
-    read_checkpoint,
 )
 
 __all__ = [
@@ -66,12 +62,10 @@ __all__ = [
     "TABLE1_COLUMNS",
     "TABLE2_COLUMNS",
     "analysis",
-    "analyze_csv",
     "findings",
-    "load_analysis",
-    "load_sweep",
+    "run_info",
     "summary_csv",
-    "write_outputs",
+    "write_exports",
 ]
 
 ANALYZE_CSV = "analyze_export_genai_perf.csv"
@@ -180,7 +174,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
             label=value_label(result.sweep_type, m.value),
             status="failed" if m.failed else "ok",
             reason=m.failed,
-            runs=[_run_info(r) for r in group],
+            runs=[run_info(r) for r in group],
             metrics=m,
             spreads=spreads,
             unstable=sorted(k for k, s in spreads.items() if s.unstable and s.n > 1),
@@ -230,7 +224,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
     )
 
 
-def _run_info(run: PointRun) -> RunInfo:
+def run_info(run: PointRun) -> RunInfo:
     """A run's status and, with GPU telemetry, its rows of GenAI-Perf's GPU table."""
     info = RunInfo(name=run.name, status=run.status, reason=run.reason, resumed=run.resumed)
     rows = telemetry_rows(run.summary) if run.status == DONE and run.summary else []
@@ -445,68 +439,10 @@ def summary_csv(data: SweepAnalysis) -> str:
     return buf.getvalue()
 
 
-def analyze_csv(data: SweepAnalysis, result: SweepResult | None = None) -> str:
-    """:func:`summary_csv`; with ``result``, runs of an analysis saved before the GPU rows
-    were kept in it take theirs from their point results."""
-    if result is not None:
-        by_name = {r.name: r for r in result.runs}
-        points = []
-        for p in data.points:
-            runs = [
-                _run_info(by_name[r.name]) if r.gpus is None and r.name in by_name else r
-                for r in p.runs
-            ]
-            points.append(p.model_copy(update={"runs": runs}))
-        data = data.model_copy(update={"points": points})
-    return summary_csv(data)
-
-
-def write_outputs(result: SweepResult) -> SweepAnalysis:
-    """Writes the CSV and JSON exports into the run folder; returns the analysis."""
-    data = analysis(result)
-    write_atomic(result.run_dir / ANALYZE_JSON, data.to_json(indent=1))
-    write_atomic(result.run_dir / ANALYZE_CSV, summary_csv(data))
-    return data
-
-
-def load_analysis(run_dir: Path) -> SweepAnalysis:
-    """``analyze_export_genai_perf.json`` of a run folder; ValueError naming the file (and the
-    field, when the file is not the model)."""
-    jpath = run_dir / ANALYZE_JSON
-    if not jpath.is_file():
-        raise ValueError(f"{jpath}: not found; is {run_dir} an `llmbench analyze` folder?")
-    return read_result(SweepAnalysis, jpath)
-
-
-def load_sweep(run_dir: Path) -> SweepResult:
-    """A sweep rebuilt from its folder (``analyze_export_genai_perf.json`` + checkpoint + points).
-
-    Raises ValueError naming the file that is missing or unreadable (and the field, when a file
-    is not its model). A point whose own result file is unusable becomes a failed run.
-    """
-    data = load_analysis(run_dir)
-    spec = Spec.from_manifest(data.spec)
-    try:
-        ckpt = read_checkpoint(run_dir / CHECKPOINT) or {"points": {}}
-    except CheckpointError as exc:
-        raise ValueError(str(exc)) from None
-    result = SweepResult(spec, run_dir, data.model, data.sweep_type, list(data.values))
-    result.interrupted = data.interrupted
-    result.stopped_after_knee = data.stopped_after_knee
-    result.stopped_on_failure = data.stopped_on_failure
-    for name, info in ckpt["points"].items():
-        summary = None
-        status = info.get("status")
-        reason = info.get("reason")
-        if status == DONE:
-            try:
-                summary = load_summary(run_dir / name)
-            except ResultFileError as exc:
-                status, reason = "failed", f"{name}/{GENAI_PERF_JSON} unusable: {exc}"
-        result.runs.append(
-            PointRun(name, float(info["value"]), int(info.get("repetition", 1)), status, reason,
-                     summary)
-        )
-    order = {v: i for i, v in enumerate(result.values)}
-    result.runs.sort(key=lambda r: (order.get(r.value, 1e9), r.repetition))
-    return result
+def write_exports(run_dir: Path, data: SweepAnalysis) -> str:
+    """Writes ``analyze_export_genai_perf.json`` and ``.csv`` of ``data`` into ``run_dir``;
+    returns the CSV text (the operator's ``status.summaryCSV``, so it is never read back)."""
+    text = summary_csv(data)
+    write_atomic(run_dir / ANALYZE_JSON, data.to_json(indent=1))
+    write_atomic(run_dir / ANALYZE_CSV, text)
+    return text

@@ -28,7 +28,7 @@ from pathlib import Path
 from llmbench.api.job import BaselineContext
 from llmbench.api.results import PointResult, SweepAnalysis, SweepPoint, validate_result
 from llmbench.api.status import PointStatus, RegressionVerdict, VerdictRow
-from llmbench.runner.report.tables import METRIC_LABELS, format_value
+from llmbench.runner.labels import METRIC_LABELS, format_value
 from llmbench.runner.sweep.knee import value_label
 
 __all__ = [
@@ -164,7 +164,7 @@ def _load(path: Path) -> PointResult | SweepAnalysis:
 
     ValueError naming the file, and the field when the file is not its model.
     """
-    from llmbench.runner.point.artifacts import GENAI_PERF_JSON
+    from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
     from llmbench.runner.sweep.analysis import ANALYZE_JSON
 
     candidates = [path] if path.is_file() else [path / ANALYZE_JSON, path / GENAI_PERF_JSON]

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmbench.api.results import PointMetrics
-from llmbench.runner.report.tables import METRIC_LABELS
+from llmbench.runner.labels import METRIC_LABELS
 
 __all__ = [
     "RULE_NAMES",

@@ -36,10 +36,13 @@ import numpy as np
 
 from llmbench.api import Spec
 from llmbench.api.results import PointResult, ResultFileError, Spread
+from llmbench.runner.artifacts.layout import default_artifact_dir
+from llmbench.runner.artifacts.read import load_summary
+from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.transport import ConnectError
-from llmbench.runner.point.artifacts import default_artifact_dir, load_summary, write_atomic
 from llmbench.runner.point.config import point_config
-from llmbench.runner.point.profile import ProfileError, run_profile
+from llmbench.runner.point.preflight import ProfileError
+from llmbench.runner.point.profile import run_profile
 from llmbench.runner.sweep.knee import PointMetrics, find_knee
 
 __all__ = [
@@ -48,6 +51,7 @@ __all__ = [
     "Spread",
     "CheckpointError",
     "SweepResult",
+    "checkpoint_text",
     "run_sweep",
 ]
 
@@ -89,7 +93,7 @@ class PointRun:
 
 
 #: PointMetrics attributes whose spread across repetitions is reported (labels: the
-#: attribute's metric in :data:`llmbench.runner.report.tables.METRIC_LABELS`).
+#: attribute's metric in :data:`llmbench.runner.labels.METRIC_LABELS`).
 SPREAD_METRICS = ("ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "ott", "rps")
 
 
@@ -221,11 +225,15 @@ def read_checkpoint(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def write_checkpoint(result: SweepResult, fp: str) -> None:
-    """Records every finished or failed run; written after each point, atomically."""
+def checkpoint_text(result: SweepResult) -> str:
+    """``checkpoint.json`` of the sweep so far: every finished or failed run.
+
+    Pure, so the runner pod hands the store the very text the folder holds without reading
+    the file back.
+    """
     data = {
         "version": CHECKPOINT_VERSION,
-        "fingerprint": fp,
+        "fingerprint": fingerprint(result.spec, result.model),
         "model": result.model,
         "sweep_type": result.sweep_type,
         "values": result.values,
@@ -242,7 +250,12 @@ def write_checkpoint(result: SweepResult, fp: str) -> None:
         "stopped_after_knee": result.stopped_after_knee,
         "complete": not result.interrupted and len(result.runs) > 0,
     }
-    write_atomic(result.run_dir / CHECKPOINT, json.dumps(data, indent=1))
+    return json.dumps(data, indent=1)
+
+
+def write_checkpoint(result: SweepResult) -> None:
+    """Writes :func:`checkpoint_text` after each point, atomically."""
+    write_atomic(result.run_dir / CHECKPOINT, checkpoint_text(result))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -369,7 +382,7 @@ async def run_sweep(
                 reason = summary.failure_reason()
                 run = PointRun(name, value, rep, FAILED if reason else DONE, reason, summary)
             result.runs.append(run)
-            write_checkpoint(result, fp)
+            write_checkpoint(result)
             if on_point is not None:
                 on_point(result)
             if run.status == FAILED:
@@ -388,7 +401,7 @@ async def run_sweep(
                 break
     if result.resumed and len(result.resumed) == len(result.runs):
         say(f"{ckpt_path}: all {len(result.resumed)} points were already done; nothing re-run")
-    write_checkpoint(result, fp)
+    write_checkpoint(result)
     return result
 
 

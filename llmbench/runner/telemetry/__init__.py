@@ -20,6 +20,6 @@ results does not pull in the scraper or the parser):
 * :mod:`~llmbench.runner.telemetry.collector`: ``TelemetryCollector``, the httpx scrape loops
   the profile runner opens and closes with the window; it never raises into the run.
 
-Elsewhere: the GPU table's cells in :mod:`llmbench.runner.report.tables`, the plot in
+Elsewhere: the GPU table's cells in :mod:`llmbench.runner.labels`, the plot in
 :mod:`llmbench.runner.report.telemetry_plot`, the flags in :mod:`llmbench.cli.telemetry`.
 """

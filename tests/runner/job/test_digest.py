@@ -126,7 +126,8 @@ def test_nine_points_eight_gpus(tmp_path: Path) -> None:
 
 
 def test_termination_message_fits_4_kib(tmp_path: Path) -> None:
-    d = build_digest(sweep_result(tmp_path), run=1, finished=True)
+    res = sweep_result(tmp_path)
+    d = build_digest(res, analysis(res), run=1, finished=True)
     full = json.dumps(dump(d), separators=(",", ":"))
     assert len(full.encode()) > TERMINATION_LIMIT  # the case that needs trimming
     msg = termination_message(d)
@@ -144,7 +145,7 @@ def test_termination_message_fits_4_kib(tmp_path: Path) -> None:
 def test_small_digest_is_sent_whole(tmp_path: Path) -> None:
     res = sweep_result(tmp_path, foreign=False)
     res.runs = res.runs[:2]
-    d = build_digest(res)
+    d = build_digest(res, analysis(res))
     msg = termination_message(d)
     assert RunDigest.model_validate_json(msg) == d
 
@@ -153,7 +154,7 @@ def test_pathological_texts_still_fit(tmp_path: Path) -> None:
     res = sweep_result(tmp_path)
     for r in res.runs:
         r.status, r.reason = FAILED, "x" * 5000
-    d = build_digest(res, finished=True, failed="y" * 10_000)
+    d = build_digest(res, analysis(res), finished=True, failed="y" * 10_000)
     d.knee.message = "k" * 10_000 if d.knee is not None else ""
     msg = termination_message(d)
     assert len(msg.encode()) <= TERMINATION_LIMIT
@@ -166,16 +167,16 @@ def test_failed_run_reasons(tmp_path: Path) -> None:
     res.runs = res.runs[:2]
     for r in res.runs:
         r.status, r.reason, r.summary = FAILED, "ProfileError: cannot reach it", None
-    d = build_digest(res, finished=True)
+    d = build_digest(res, analysis(res), finished=True)
     assert d.failed == "no point succeeded: ProfileError: cannot reach it"
     assert [p.state for p in d.points] == ["Failed", "Failed"]
     assert d.points[0].reason == "ProfileError: cannot reach it" and d.points[0].valid is None
     assert d.valid is None
     res.stopped_on_failure = True
-    d = build_digest(res, finished=True)
+    d = build_digest(res, analysis(res), finished=True)
     assert d.failed is not None and "onPointFailure: stop" in d.failed
     # not finished: no verdict on the run yet
-    assert build_digest(res).failed is None
+    assert build_digest(res, analysis(res)).failed is None
 
 
 def test_point_warnings_error_rate_and_loop_lag() -> None:

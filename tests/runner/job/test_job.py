@@ -40,12 +40,12 @@ from llmbench.api.job import (
 )
 from llmbench.api.results import PointResult, read_result, validate_result
 from llmbench.api.status import RunDigest
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, PROFILE_EXPORT
 from llmbench.runner.job.main import run_job, set_aside
 from llmbench.runner.job.store import ConfigMapStore, DirStore
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, PROFILE_EXPORT
 from llmbench.runner.report.html import REPORT_HTML
 from llmbench.runner.sweep.analysis import ANALYZE_CSV
-from llmbench.runner.sweep.run import point_name
+from llmbench.runner.sweep.run import CHECKPOINT, point_name
 from tests.sim_process import running_sim
 
 KEY = "sk-llmbench-test-9f8e7d6c5b4a"
@@ -160,6 +160,7 @@ def test_each_point_is_one_write_with_digest_checkpoint_and_csv(
         assert stored == local
     final = store.writes[3]
     assert set(final) == {CHECKPOINT_KEY, DIGEST_KEY, SUMMARY_KEY}
+    assert "\r" not in final[SUMMARY_KEY]  # LF line ends, as status.summaryCSV shows them
     d = RunDigest.model_validate_json(final[DIGEST_KEY])
     assert (d.done, d.finished, d.failed, d.runner_node) == (3, True, None, "node-a")
     for p in d.points:
@@ -170,6 +171,8 @@ def test_each_point_is_one_write_with_digest_checkpoint_and_csv(
     # summary.csv is `llmbench analyze`'s CSV of the same points, byte for byte
     data = store.read()
     assert data[SUMMARY_KEY] == (art / ANALYZE_CSV).read_text()
+    # the store's checkpoint is the folder's, built from the result in memory, not read back
+    assert data[CHECKPOINT_KEY] == (art / CHECKPOINT).read_text()
     rows = data[SUMMARY_KEY].splitlines()
     assert rows[0].startswith("Config Name,") and [r.split(",")[0] for r in rows[1:4]] == NAMES
     msg = term.read_text()

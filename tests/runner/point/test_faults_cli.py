@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from llmbench.cli import main
-from llmbench.runner.point.artifacts import load_records, load_summary
+from llmbench.runner.artifacts.read import load_records, load_summary
 from llmbench.sim import spawn_sim
 
 FLAGS = ("--synthetic-input-tokens-mean", "32", "--output-tokens-mean", "10",

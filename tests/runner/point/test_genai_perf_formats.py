@@ -28,15 +28,12 @@ from llmbench.api.results import (
     Stat,
     TelemetrySummary,
 )
+from llmbench.runner.artifacts.genai_perf_csv import genai_perf_csv
+from llmbench.runner.artifacts.input_config import genai_perf_input_config
+from llmbench.runner.artifacts.layout import default_artifact_dir, point_dir_name
+from llmbench.runner.artifacts.perf_analyzer import perf_analyzer_export
+from llmbench.runner.artifacts.write import write_profile_artifacts
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
-from llmbench.runner.point.artifacts import (
-    default_artifact_dir,
-    genai_perf_csv,
-    genai_perf_input_config,
-    perf_analyzer_export,
-    point_dir_name,
-    write_profile_artifacts,
-)
 from llmbench.runner.point.metrics import stats, summarize
 from llmbench.runner.sweep.analysis import ARTICLE_NAMES, summary_csv
 from llmbench.runner.telemetry.model import GpuSummary
@@ -382,7 +379,9 @@ def test_profile_export_reads_with_perf_analyzer_s_schema(tmp_path: Path) -> Non
                             "concurrency": 2}
     offset = time.time_ns() - time.perf_counter_ns()
     summary.window.epoch_offset_ns = offset
+    as_given = summary.model_dump()
     write_profile_artifacts(tmp_path, records, summary, None, bodies=bodies)
+    assert summary.model_dump() == as_given  # written as given, never completed on the way
     doc = json.loads((tmp_path / "profile_export.json").read_text(encoding="utf-8"))
     assert doc == perf_analyzer_export(records, summary, bodies, offset)  # written streaming
     assert list(doc) == ["experiments", "version", "service_kind", "endpoint"]
@@ -407,6 +406,13 @@ def test_profile_export_reads_with_perf_analyzer_s_schema(tmp_path: Path) -> Non
     # our own records, every request, in a file of our own name that is not *.json
     lines = (tmp_path / "profile_export_llmbench_requests.jsonl").read_text().splitlines()
     assert [json.loads(line)["index"] for line in lines] == [0, 1, 2, 3]
+
+
+def test_a_summary_without_its_epoch_offset_is_refused(tmp_path: Path) -> None:
+    summary = summarize([streamed(0, 0, [10], "x")], streaming=True)
+    with pytest.raises(ValueError, match="epoch_offset_ns"):
+        write_profile_artifacts(tmp_path, [], summary)
+    assert not (tmp_path / "profile_export_genai_perf.json").exists()
 
 
 def test_non_streaming_and_completions_responses_are_openai_bodies() -> None:

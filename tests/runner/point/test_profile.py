@@ -22,7 +22,7 @@ import pytest
 
 from llmbench.api.results import PointResult
 from llmbench.cli import main
-from llmbench.runner.point.artifacts import load_records
+from llmbench.runner.artifacts.read import load_records
 from tests.sim_process import SimFactory, sim_pool
 
 

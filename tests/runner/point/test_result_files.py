@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from llmbench.api.results import GENAI_PERF_METRICS, OURS, PointResult, ResultFileError
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON, genai_perf_csv, load_summary
+from llmbench.runner.artifacts.genai_perf_csv import genai_perf_csv
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.artifacts.read import load_summary
 
 DATA = Path(__file__).parent / "data"
 FILES = sorted(p.name for p in DATA.glob("*.json"))

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from llmbench.runner.artifacts.read import load_records
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.sessions import session_plan
-from llmbench.runner.point.artifacts import load_records
 from llmbench.runner.report.console import notes
 from tests.sim_process import profile_point, running_sim, sim_records
 

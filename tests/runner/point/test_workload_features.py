@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from llmbench.runner.point.artifacts import load_records
+from llmbench.runner.artifacts.read import load_records
 from llmbench.runner.point.stability import agree
 from llmbench.runner.report.console import notes
 from tests.sim_process import SimFactory, profile_point, sim_pool, sim_records

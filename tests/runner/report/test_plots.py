@@ -72,6 +72,21 @@ def test_report_rebuilds_from_saved_artefacts(sweep_dir: Path, tmp_path: Path,
     assert len(list((sweep_dir / PLOTS_DIR).glob("*.png"))) == len(EXPECTED)
 
 
+def test_report_renders_and_never_rewrites_the_exports(sweep_dir: Path, tmp_path: Path) -> None:
+    """`llmbench report DIR` reads the saved documents; the exports stay the run's own."""
+    exports = [sweep_dir / "analyze_export_genai_perf.csv",
+               sweep_dir / "analyze_export_genai_perf.json", sweep_dir / "checkpoint.json",
+               *sweep_dir.glob("*/profile_export_genai_perf.*")]
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in exports}
+    assert main(["report", str(sweep_dir), "-o", str(tmp_path / "again.html")]) == 0
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in exports} == before
+    # the page shows the saved summary CSV's rows, the same text the run wrote
+    page = (tmp_path / "again.html").read_text()
+    rows = (sweep_dir / "analyze_export_genai_perf.csv").read_text().splitlines()
+    for name in [r.split(",")[0] for r in rows[1:4]]:
+        assert f"<td>{name}</td>" in page
+
+
 def test_report_of_one_profile_folder(sweep_dir: Path) -> None:
     point = sweep_dir / "llmbench-sim-openai-chat-concurrency2"
     assert main(["report", str(point)]) == 0

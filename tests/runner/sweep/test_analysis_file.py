@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from llmbench.api.results import SweepAnalysis
-from llmbench.runner.sweep.analysis import ANALYZE_JSON, load_analysis
+from llmbench.runner.sweep.analysis import ANALYZE_JSON
+from llmbench.runner.sweep.saved import load_analysis
 
 DATA = Path(__file__).parent / "data"
 FILES = sorted(p.name for p in DATA.glob("*.json"))

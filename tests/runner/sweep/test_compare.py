@@ -12,7 +12,7 @@ from results_factory import flat, point_result, sweep_analysis
 
 from llmbench.api.results import Errors
 from llmbench.cli import main
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
 from llmbench.runner.sweep.analysis import ANALYZE_JSON
 from llmbench.runner.sweep.compare import compare, parse_tolerances
 

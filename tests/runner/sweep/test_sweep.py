@@ -16,8 +16,9 @@ from results_factory import flat, point_result
 
 from llmbench.api import Spec, parse_sweep_list, sweep_values
 from llmbench.api.results import ErrorKind, Errors, PointResult
-from llmbench.runner.point.artifacts import GENAI_PERF_JSON
-from llmbench.runner.point.profile import ProfileError, ProfileResult
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
+from llmbench.runner.point.preflight import ProfileError
+from llmbench.runner.point.profile import ProfileResult
 from llmbench.runner.sweep.analysis import analysis
 from llmbench.runner.sweep.run import (
     CHECKPOINT,

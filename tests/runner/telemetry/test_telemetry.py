@@ -18,7 +18,7 @@ import pytest
 from llmbench.api.results import TelemetrySummary
 from llmbench.cli.telemetry import add_arguments, collector_from_args
 from llmbench.runner.client.records import SOURCE_SERVER, RequestRecord
-from llmbench.runner.report.tables import format_value
+from llmbench.runner.labels import format_value
 from llmbench.runner.report.telemetry_plot import plot_telemetry
 from llmbench.runner.telemetry.model import (
     GPU_SUMMARY_COLUMNS,
@@ -679,9 +679,9 @@ def test_plot_telemetry_writes_a_png(tmp_path: Path) -> None:
     r = summarize_scrapes(
         {URL: load_scrapes("dcgm_4gpu_window.txt"), VLLM_URL: vllm_window()}, gpu_filter=POD
     )
-    out = plot_telemetry(r, tmp_path / "point" / "telemetry.png")
+    out = plot_telemetry(telemetry_json(r), tmp_path / "point" / "telemetry.png")
     assert out is not None and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert plot_telemetry(TelemetryResult(), tmp_path / "none.png") is None
+    assert plot_telemetry(telemetry_json(TelemetryResult()), tmp_path / "none.png") is None
     assert not (tmp_path / "none.png").exists()
 
 

@@ -6,6 +6,10 @@ and the SLO messages all name the same metrics and print the same GPU table; a m
 must read ``N/A`` (never 0) everywhere, and a metric must not be called three different things.
 Rows come from the result models (:mod:`llmbench.api.results`), so tables rebuild from
 artefacts alone. Light on purpose: no scraper, parser or plotting library is imported.
+
+Vocabulary, not presentation: the artefact writers (:mod:`llmbench.runner.artifacts`), the knee
+and SLO messages and the sweep's tables use it, so it sits below the point and the sweep (an
+import contract says so) and ``report/`` stays one layer above them all.
 """
 
 from __future__ import annotations

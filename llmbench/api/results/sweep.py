@@ -1,0 +1,220 @@
+"""A sweep: ``analyze_export_genai_perf.json`` as :class:`SweepAnalysis` and its parts."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, computed_field, model_validator
+
+from .files import ResultModel
+from .point import PointResult, Stat
+from .telemetry import GPU_SUMMARY_COLUMNS
+
+__all__ = [
+    "CostSummary",
+    "GpuRow",
+    "KneeSummary",
+    "PointMetrics",
+    "RunInfo",
+    "SloVerdict",
+    "Spread",
+    "SweepAnalysis",
+    "SweepPoint",
+]
+
+class PointMetrics(ResultModel):
+    """The figures of one sweep point that the knee and SLO rules read (ms, tokens/s).
+
+    ``goodput_ratio`` is derived (written, never read back: it follows from the other two).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    ttft_p99_ms: float | None = None
+    itl_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    ott: float | None = None
+    rps: float | None = None
+    goodput: float | None = None
+    completed: int = 0
+    good_requests: int | None = None
+    failed: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_derived(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "goodput_ratio" in data:
+            data = {k: v for k, v in data.items() if k != "goodput_ratio"}
+        return data
+
+    @model_validator(mode="after")
+    def _all_keys_written(self) -> PointMetrics:
+        # The defaults are for building one by hand; the file lists every figure, None or not.
+        object.__setattr__(self, "__pydantic_fields_set__", set(type(self).model_fields))
+        return self
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def goodput_ratio(self) -> float | None:
+        """Fraction of completed requests meeting every per-request SLO."""
+        if self.good_requests is None or not self.completed:
+            return None
+        return self.good_requests / self.completed
+
+    @classmethod
+    def from_summary(cls, value: float, summary: PointResult) -> PointMetrics:
+        """The knee/SLO figures of one measured point."""
+
+        def p99(stat: Stat | None) -> float | None:
+            return None if stat is None else stat.p99
+
+        return cls(
+            value=value,
+            ttft_p99_ms=p99(summary.time_to_first_token),
+            itl_p99_ms=p99(summary.inter_token_latency),
+            e2e_p99_ms=p99(summary.request_latency),
+            ott=summary.output_token_throughput.avg,
+            rps=summary.request_throughput.avg,
+            goodput=summary.goodput.avg if summary.goodput is not None else None,
+            completed=summary.window.completed_requests,
+            good_requests=summary.goodput.good_requests if summary.goodput is not None else None,
+        )
+
+
+class Spread(ResultModel):
+    """Mean, std, min, max of one metric over the repetitions of one point, and whether they
+    landed too far apart to compare on (``unstable``)."""
+
+    mean: float
+    std: float
+    min: float
+    max: float
+    n: int
+    spread_pct: float
+    unstable: bool
+
+    @property
+    def relative(self) -> float:
+        """(max - min) / mean: how far apart the repetitions landed."""
+        return self.spread_pct / 100
+
+
+class GpuRow(ResultModel):
+    """One GPU's row of GenAI-Perf's GPU table for one run (``None``: not measured).
+
+    Kept in the sweep's analysis so ``analyze_export_genai_perf.csv`` (and the operator's
+    ``status.summaryCSV``) is built from the analysis alone.
+    """
+
+    gpu: str
+    power_p99_w: float | None
+    energy_mj: float | None
+    utilization_p99_pct: float | None
+    memory_used_p99_gb: float | None
+    power_limit_w: float | None
+    memory_total_gb: float | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, str | float | None]) -> GpuRow:
+        """From a :meth:`TelemetrySummary.gpu_rows` row."""
+        values = [row.get(c) for c in GPU_SUMMARY_COLUMNS]
+        fields = list(cls.model_fields)
+        return cls.model_validate(dict(zip(fields, [str(values[0]), *values[1:]], strict=True)))
+
+    def row(self) -> dict[str, str | float | None]:
+        """Keyed by :data:`GPU_SUMMARY_COLUMNS`, as :meth:`TelemetrySummary.gpu_rows`."""
+        values = [getattr(self, f) for f in type(self).model_fields]
+        return dict(zip(GPU_SUMMARY_COLUMNS, values, strict=True))
+
+
+class RunInfo(ResultModel):
+    """One run (repetition) of a point: its folder, status, why it failed and (an optional
+    key, with GPU telemetry) its rows of GenAI-Perf's GPU table."""
+
+    name: str
+    status: str
+    reason: str | None
+    resumed: bool
+    gpus: list[GpuRow] | None = None
+
+
+class SweepPoint(ResultModel):
+    """One swept value: aggregated figures, spreads, cost and (with SLOs) the verdict."""
+
+    name: str
+    value: float
+    label: str
+    status: Literal["ok", "failed"]
+    reason: str | None
+    runs: list[RunInfo]
+    metrics: PointMetrics
+    spreads: dict[str, Spread]
+    unstable: list[str]
+    cost_per_million_output_tokens: float | None
+    joules_per_output_token: float | None
+    isl: float | None
+    achieved_request_rate: float | None
+    meets_slo: bool | None = None
+    violations: list[str] | None = None
+    #: measured p99 input / output sequence length (mean over repetitions): GenAI-Perf's
+    #: ``ISL`` and ``p99 Output Sequence Length (tokens)`` columns (optional keys).
+    isl_p99: float | None = None
+    osl_p99: float | None = None
+    #: several runner pods drove the point (``spec.runner.replicas``): how many, and each
+    #: pod's achieved load against its share (last repetition), e.g. ``"1.98/2"``
+    replicas: int | None = None
+    shard_load: list[str] | None = None
+
+
+class KneeSummary(ResultModel):
+    """The first point where a knee rule fired, the rules and their numbers."""
+
+    index: int
+    value: float
+    rules: list[str]
+    details: list[str]
+    name: str
+
+
+class SloVerdict(ResultModel):
+    """Max OTT under SLO (the best point) and the first point that failed."""
+
+    limits: dict[str, float]
+    best_index: int | None
+    best: str | None
+    max_ott: float | None
+    first_failure_index: int | None
+    first_failure: str | None
+    messages: list[str]
+
+
+class CostSummary(ResultModel):
+    """The deployment's price, for cost per million output tokens."""
+
+    price_per_hour: float | None
+    currency: str
+
+
+class SweepAnalysis(ResultModel):
+    """Everything a sweep means: ``analyze_export_genai_perf.json``.
+
+    ``spec`` is the benchmark's spec as a manifest (``Spec.to_dict()``): this module imports no
+    other llmbench module, and readers validate it with ``Spec.from_manifest``.
+    """
+
+    model: str
+    sweep_type: str
+    values: list[float]
+    repetitions: int
+    spec: dict[str, Any]
+    points: list[SweepPoint]
+    knee: KneeSummary | None
+    knee_message: str
+    slo: SloVerdict | None
+    cost: CostSummary
+    interrupted: bool
+    stopped_after_knee: bool
+    stopped_on_failure: bool
+    resumed: list[str]
+    failed_points: list[str]
