@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import kopf
 
-        from llmbench.operator import exporter, handlers
+        from llmbench.operator import exporter, handlers, state  # noqa: F401 - registers the handlers
         from llmbench.operator.schedule import Clock
     except ImportError as exc:
         print(
@@ -79,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     if args.runner_image:
-        handlers.CONFIG.runner_image = args.runner_image
-    handlers.CONFIG.namespaces = list(args.namespace)
-    handlers.CONFIG.retry_delay = args.retry_delay
-    handlers.CONFIG.clock = Clock(args.clock_offset_file)
+        state.CONFIG.runner_image = args.runner_image
+    state.CONFIG.namespaces = list(args.namespace)
+    state.CONFIG.retry_delay = args.retry_delay
+    state.CONFIG.clock = Clock(args.clock_offset_file)
     exporter.METRICS.port = args.metrics_port
     # kopf.configure() would add a second handler to the root logger that `llmbench` already
     # configured (every line twice); only the levels are set here.
