@@ -10,15 +10,15 @@ computed from a fresh read, so two handlers never overwrite each other's conditi
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import kopf
 
 from llmbench.api import GROUP, PLURAL, VERSION
-from llmbench.operator import finish, progress
+from llmbench.operator import exporter, finish, progress
 from llmbench.operator import reconcile as reconciling
 from llmbench.operator.build import LABEL_MANAGED_BY, MANAGED_BY
+from llmbench.operator.settings import configure as configure_kopf
 
 __all__: list[str] = []
 
@@ -32,29 +32,26 @@ _CHILDREN = {LABEL_MANAGED_BY: MANAGED_BY}
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """Timeouts on every watch and request (a silently stalled watch is kopf's known failure
-    mode), progress kept in our own annotations (status is ours and schema-checked), no
-    cluster-wide CRD scanning (which would need cluster-wide rights), no peering objects."""
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.watching.connect_timeout = 10
-    settings.networking.request_timeout = 30
-    settings.networking.connect_timeout = 10
-    settings.scanning.disabled = True
-    settings.peering.standalone = True
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="llmbench.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="llmbench.io", key="last-handled-configuration"
-    )
-    # Only warnings from kopf's own log become Events (not "handler succeeded" on every
-    # ConfigMap update); the transitions this module posts itself are always sent.
-    settings.posting.level = logging.WARNING
+    """kopf's settings (:func:`llmbench.operator.settings.configure`)."""
+    configure_kopf(settings)
 
 
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     """kopf's own connection: the same credentials as :func:`kube`."""
     return kopf.login_via_client(**kwargs)
+
+
+@kopf.on.startup()
+async def start_metrics(**_: Any) -> None:
+    """Serves ``/metrics`` on ``--metrics-port``."""
+    await exporter.start_metrics()
+
+
+@kopf.on.cleanup()
+async def stop_metrics(**_: Any) -> None:
+    """Stops the ``/metrics`` server."""
+    await exporter.stop_metrics()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -95,6 +92,14 @@ async def retry_waiting(namespace: str | None, name: str, **_: Any) -> None:
     Lease was released or its holder deleted. Only waiting benchmarks have this timer, so its
     cost does not grow with finished ones."""
     await reconciling.retry(namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def on_benchmark_event(
+    body: kopf.Body, type: str | None, namespace: str | None, name: str, **_: Any  # noqa: A002
+) -> None:
+    """The Prometheus gauges of the benchmark, from the event's body (no API call)."""
+    exporter.record(body, type, namespace, name)
 
 
 # ----------------------------------------------------------------------------------------------
