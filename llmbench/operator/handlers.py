@@ -1,11 +1,15 @@
-"""The kopf handlers: thin glue between events and the pure decisions of this package.
+"""Every kopf handler of the operator, in one place, each a short delegate.
 
-Every handler reads the benchmark as the API server has it *now* and decides from that
-(:func:`llmbench.operator.status.decide`), so nothing depends on the order events arrive in,
-and a restarted operator continues where the last one stopped. Children (ConfigMaps, Jobs,
-runner pods) are watched statelessly with ``kopf.on.event``: the operator never patches them.
-Status writes for one benchmark are serialised in this process (a lock per benchmark), each
-computed from a fresh read, so two handlers never overwrite each other's conditions.
+Importing this module registers them (``llmbench operator`` does; so does ``kopf run -m
+llmbench.operator.handlers``). The logic lives in plain async functions named for what they
+do (:mod:`.reconcile`, :mod:`.finish`, :mod:`.progress`, :mod:`.exporter`), which decide with
+pure functions; the handlers only pick the shared :class:`~llmbench.operator.state.Operator`
+out of kopf's ``memo`` and pass it on.
+
+Every handler reads the benchmark as the API server has it *now* and decides from that, so
+nothing depends on the order events arrive in, and a restarted operator continues where the
+last one stopped. Children (ConfigMaps, Jobs, runner pods) are watched statelessly with
+``kopf.on.event``: the operator never patches them.
 """
 
 from __future__ import annotations
@@ -15,8 +19,7 @@ from typing import Any
 import kopf
 
 from llmbench.api import GROUP, PLURAL, VERSION
-from llmbench.operator import exporter, finish, progress
-from llmbench.operator import reconcile as reconciling
+from llmbench.operator import exporter, finish, progress, reconcile, state
 from llmbench.operator.build import LABEL_MANAGED_BY, MANAGED_BY
 from llmbench.operator.settings import configure as configure_kopf
 
@@ -26,19 +29,20 @@ _CHILDREN = {LABEL_MANAGED_BY: MANAGED_BY}
 
 
 # ----------------------------------------------------------------------------------------------
-# kopf settings
+# the operator
 # ----------------------------------------------------------------------------------------------
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-    """kopf's settings (:func:`llmbench.operator.settings.configure`)."""
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """kopf's settings, and the operator's state built once and kept in the memo."""
     configure_kopf(settings)
+    state.start(memo)
 
 
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """kopf's own connection: the same credentials as :func:`kube`."""
+    """kopf's own connection: the same credentials as :func:`llmbench.operator.state.connect`."""
     return kopf.login_via_client(**kwargs)
 
 
@@ -59,27 +63,25 @@ async def stop_metrics(**_: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+async def on_benchmark(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    """Create, spec change, and operator start: the same reconcile."""
+    await reconcile.reconcile(state.of(memo), namespace or "default", name)
+
+
 def _scheduled(spec: kopf.Spec, **_: Any) -> bool:
     return bool(spec.get("schedule")) and not spec.get("suspend")
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=1.0, when=_scheduled)
 async def on_schedule(
-    namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status, meta: kopf.Meta,
-    **_: Any,
+    namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
-    """Runs the latest due tick of a scheduled benchmark (at most one catch-up after an
-    outage; none when it is older than ``startingDeadlineSeconds``). Only scheduled,
-    unsuspended benchmarks have this timer, and it makes no API call until a tick is due."""
-    await reconciling.schedule_tick(namespace, name, spec, status, meta)
-
-
-@kopf.on.resume(GROUP, VERSION, PLURAL)
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-async def on_benchmark(namespace: str | None, name: str, **_: Any) -> None:
-    """Create, spec change, and operator start: the same reconcile."""
-    await reconciling.reconcile(namespace or "default", name)
+    """A scheduled benchmark's due tick. Only scheduled, unsuspended benchmarks have this
+    timer, and it makes no API call until a tick is due."""
+    await reconcile.schedule_tick(state.of(memo), namespace or "default", name, body)
 
 
 def _waiting(status: kopf.Status, **_: Any) -> bool:
@@ -87,11 +89,10 @@ def _waiting(status: kopf.Status, **_: Any) -> bool:
 
 
 @kopf.timer(GROUP, VERSION, PLURAL, interval=1.0, when=_waiting)
-async def retry_waiting(namespace: str | None, name: str, **_: Any) -> None:
-    """A waiting benchmark tries again when its backoff is due: a reference was created, the
-    Lease was released or its holder deleted. Only waiting benchmarks have this timer, so its
-    cost does not grow with finished ones."""
-    await reconciling.retry(namespace, name)
+async def retry_waiting(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
+    """A waiting benchmark tries again when its backoff is due. Only waiting benchmarks have
+    this timer, so its cost does not grow with finished ones."""
+    await reconcile.retry(state.of(memo), namespace or "default", name)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
@@ -108,22 +109,24 @@ async def on_benchmark_event(
 
 
 @kopf.on.event("", "v1", "configmaps", labels=_CHILDREN)
-async def on_results(body: kopf.Body, type: str, **_: Any) -> None:  # noqa: A002 - kopf's name
+async def on_results(
+    body: kopf.Body, type: str, memo: kopf.Memo, **_: Any  # noqa: A002 - kopf's name
+) -> None:
     """The runner wrote a point: mirror its digest into status (within a second or two)."""
-    await progress.results_event(body, type)
+    await progress.results_event(state.of(memo), body, type)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=_CHILDREN)
-async def on_job(body: kopf.Body, type: str, **_: Any) -> None:  # noqa: A002 - kopf's name
+async def on_job(
+    body: kopf.Body, type: str, memo: kopf.Memo, **_: Any  # noqa: A002 - kopf's name
+) -> None:
     """A runner Job finished: final status, release the Lease, then any newer spec runs."""
-    await finish.job_event(body, type)
+    await finish.job_event(state.of(memo), body, type)
 
 
 @kopf.on.event("", "v1", "pods", labels=_CHILDREN)
-async def on_runner_pod(body: kopf.Body, type: str, **_: Any) -> None:  # noqa: A002
-    """``RunnerScheduled`` (with the scheduler's reason) and ``Running`` from the runner pod.
-
-    With several runner pods (``spec.runner.replicas``) every event recomputes both from all
-    the run's pods (one list call), so the conditions and ``stack.runnerNodes`` describe every
-    shard instead of the pod that happened to change last."""
-    await progress.runner_pod_event(body, type)
+async def on_runner_pod(
+    body: kopf.Body, type: str, memo: kopf.Memo, **_: Any  # noqa: A002 - kopf's name
+) -> None:
+    """``RunnerScheduled`` and ``Running`` from the run's runner pod(s)."""
+    await progress.runner_pod_event(state.of(memo), body, type)

@@ -1,4 +1,9 @@
-"""Reading a run's results ConfigMap: the runner's digest, summary CSV and run context."""
+"""A run's results ConfigMap as the operator reads it: the runner's digest, the summary CSV,
+and the run's context (its Lease's target, its baseline, its artefacts folder).
+
+The runner writes this map after every point (and it is the sweep's checkpoint); the operator
+only reads it, from the watch event's body or once when the run ends.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,16 @@ from pydantic import ValidationError
 
 from llmbench.api.job import CONTEXT_KEY, DIGEST_KEY, SUMMARY_KEY, RunContext, run_name
 from llmbench.api.status import RunDigest
-from llmbench.operator.kube import NotFound
-from llmbench.operator.state import kube
+from llmbench.operator.kube import Kube, NotFound
 
 __all__ = ["context_of", "read_context", "read_digest"]
-
 
 log = logging.getLogger("llmbench.operator")
 
 
 def read_digest(cm: Mapping[str, Any]) -> tuple[RunDigest | None, str | None]:
+    """The digest (None: not written yet, or unreadable, which is logged) and the summary CSV
+    of a results ConfigMap."""
     data = cm.get("data") or {}
     raw = data.get(DIGEST_KEY)
     if not raw:
@@ -39,11 +44,9 @@ def context_of(cm: Mapping[str, Any] | None) -> RunContext | None:
         return None
 
 
-async def read_context(namespace: str, name: str, run: int) -> RunContext | None:
+async def read_context(kube: Kube, namespace: str, name: str, run: int) -> RunContext | None:
     """``context.json`` of run ``run`` (None when its ConfigMap or the key is gone)."""
     try:
-        return context_of(await kube().get_configmap(namespace, run_name(name, run)))
+        return context_of(await kube.get_configmap(namespace, run_name(name, run)))
     except NotFound:
         return None
-
-
