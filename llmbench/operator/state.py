@@ -12,6 +12,7 @@ so all of them share the one object (:func:`of`).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,12 +92,13 @@ class Operator:
 
 
 def connect() -> Kube:
-    """The API client: the pod's service account in a cluster, else ``KUBECONFIG``."""
+    """The API client: the pod's service account in a cluster, else ``KUBECONFIG`` (as set
+    now, not when the client library was imported) or ``~/.kube/config``."""
     try:
         k8s_config.load_incluster_config()
         api = k8s.ApiClient()
     except k8s_config.ConfigException:
-        api = k8s_config.new_client_from_config()
+        api = k8s_config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))
     return Kube(api)
 
 
