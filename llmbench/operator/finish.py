@@ -185,10 +185,8 @@ async def finish_run(
     op: Operator, namespace: str, name: str, run: int, job: dict[str, Any], outcome: str
 ) -> None:
     """Ends run ``run`` from its finished Job. Idempotent: a second call changes nothing."""
-    async with op.lock(namespace, name):
-        try:
-            body = await op.kube.get_benchmark(namespace, name)
-        except NotFound:
+    async with op.locked(namespace, name) as body:
+        if body is None:
             return
         status = status_of(body)
         if not unfinished(status, run):

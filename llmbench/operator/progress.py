@@ -13,7 +13,6 @@ from typing import Any
 
 from llmbench.api.status import BenchmarkStatus, RunDigest, StackStatus, dump
 from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, REPLICAS_ANNOTATION, owner_of
-from llmbench.operator.kube import NotFound
 from llmbench.operator.results import read_digest
 from llmbench.operator.state import Operator
 from llmbench.operator.status import (
@@ -92,10 +91,8 @@ async def apply_digest(
     op: Operator, namespace: str, name: str, run: int, digest: RunDigest, csv: str | None
 ) -> None:
     """Mirrors run ``run``'s digest into status if that run is still the one running."""
-    async with op.lock(namespace, name):
-        try:
-            body = await op.kube.get_benchmark(namespace, name)
-        except NotFound:
+    async with op.locked(namespace, name) as body:
+        if body is None:
             return
         status = status_of(body)
         if not running(status, run):
@@ -124,10 +121,8 @@ async def runner_pod_event(op: Operator, body: Mapping[str, Any], type: str) -> 
         return
     namespace, name, run = owner
     replicas = replicas_of(body)
-    async with op.lock(namespace, name):
-        try:
-            bench = await op.kube.get_benchmark(namespace, name)
-        except NotFound:
+    async with op.locked(namespace, name) as bench:
+        if bench is None:
             return
         status = status_of(bench)
         if not running(status, run):

@@ -19,7 +19,6 @@ from typing import Any, Literal
 from llmbench.api.job import run_name
 from llmbench.api.status import BenchmarkStatus, dump
 from llmbench.operator.ensure import ensure_run
-from llmbench.operator.kube import NotFound
 from llmbench.operator.lease import release_lease
 from llmbench.operator.results import read_context
 from llmbench.operator.schedule import (
@@ -143,10 +142,8 @@ async def reconcile(op: Operator, namespace: str, name: str, tick: datetime | No
     is due (:func:`schedule_tick`): it starts a new run of an unchanged spec, or, with a run
     in progress, is skipped (``concurrencyPolicy: Forbid``) or replaces it (``Replace``).
     """
-    async with op.lock(namespace, name):
-        try:
-            body = await op.kube.get_benchmark(namespace, name)
-        except NotFound:
+    async with op.locked(namespace, name) as body:
+        if body is None:
             op.forget(namespace, name)
             return
         at = op.clock.now()

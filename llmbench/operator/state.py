@@ -12,8 +12,9 @@ so all of them share the one object (:func:`of`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import MutableMapping
+from collections.abc import AsyncIterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
-from llmbench.operator.kube import Kube
+from llmbench.operator.kube import Kube, NotFound
 from llmbench.operator.schedule import Clock
 
 __all__ = ["CONFIG_KEY", "STATE_KEY", "Operator", "OperatorConfig", "backoff", "connect", "of",
@@ -75,6 +76,17 @@ class Operator:
         """Serialises the status writes for one benchmark in this process: each handler reads,
         decides and writes under it, so two never overwrite each other's conditions."""
         return self._locks.setdefault((namespace, name), asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def locked(self, namespace: str, name: str) -> AsyncIterator[dict[str, Any] | None]:
+        """The benchmark as the API server has it now (None: it is gone), read under its
+        lock, which is held until the block ends: read, decide and write as one step."""
+        async with self.lock(namespace, name):
+            try:
+                body: dict[str, Any] | None = await self.kube.get_benchmark(namespace, name)
+            except NotFound:
+                body = None
+            yield body
 
     def back_off(self, namespace: str, name: str, now: float) -> None:
         """Records one more wait (target not ready) from monotonic time ``now``."""
