@@ -52,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Starts kopf with the handlers of :mod:`llmbench.operator.handlers`; returns on a signal."""
+    """Starts kopf with the handlers of :mod:`llmbench.operator.handlers`, handing them the
+    flags through kopf's memo; returns on a signal."""
     if not args.namespace and not args.all_namespaces:
         print(
             "llmbench operator: error: name the namespaces to watch (-n NS, repeatable) or "
@@ -69,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         import kopf
 
-        from llmbench.operator import exporter, handlers
-        from llmbench.operator.schedule import Clock
+        from llmbench.operator import exporter, handlers  # noqa: F401 - registers the handlers
+        from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
+        from llmbench.operator.state import CONFIG_KEY, OperatorConfig
     except ImportError as exc:
         print(
             f"llmbench operator: error: {exc.name} is not installed; install the operator "
@@ -78,11 +80,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.runner_image:
-        handlers.CONFIG.runner_image = args.runner_image
-    handlers.CONFIG.namespaces = list(args.namespace)
-    handlers.CONFIG.retry_delay = args.retry_delay
-    handlers.CONFIG.clock = Clock(args.clock_offset_file)
+    config = OperatorConfig(
+        runner_image=args.runner_image or DEFAULT_RUNNER_IMAGE,
+        namespaces=tuple(args.namespace),
+        retry_delay=args.retry_delay,
+        clock_offset_file=args.clock_offset_file,
+    )
     exporter.METRICS.port = args.metrics_port
     # kopf.configure() would add a second handler to the root logger that `llmbench` already
     # configured (every line twice); only the levels are set here.
@@ -97,5 +100,6 @@ def run(args: argparse.Namespace) -> int:
         clusterwide=args.all_namespaces,
         namespaces=list(args.namespace),
         liveness_endpoint=None if args.liveness == "off" else args.liveness,
+        memo=kopf.Memo({CONFIG_KEY: config}),  # the startup handler builds the state from it
     )
     return 0

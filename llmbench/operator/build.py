@@ -455,3 +455,12 @@ def holder_identity(benchmark: Mapping[str, Any]) -> str:
     """``<namespace>/<name>``: what a queued benchmark's condition names."""
     meta = benchmark["metadata"]
     return f"{meta['namespace']}/{meta['name']}"
+
+
+def owner_of(body: Mapping[str, Any]) -> tuple[str, str, int] | None:
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    try:
+        return meta["namespace"], labels[LABEL_BENCHMARK], int(labels[LABEL_RUN])
+    except (KeyError, ValueError):
+        return None

@@ -1,11 +1,11 @@
 """Prometheus gauges of each benchmark's last finished valid run, served on ``/metrics``.
 
 :func:`gauges` is pure: one ``LLMBenchmark`` object (as the API server returns it) in, its
-samples out. The kopf handler below keeps them in an in-memory map keyed by (namespace, name),
-updated from every watch event's body and emptied on ``DELETED``, and :class:`BenchmarkCollector`
-renders that map at each scrape: a deleted benchmark's series disappear, no API call is made
-(the operator's RBAC is unchanged), and a restarted operator refills the map from its initial
-listing.
+samples out. :func:`record` (the kopf event handler's body, in :mod:`.handlers`) keeps them in
+an in-memory map keyed by (namespace, name), updated from every watch event's body and emptied
+on ``DELETED``, and :class:`BenchmarkCollector` renders that map at each scrape: a deleted
+benchmark's series disappear, no API call is made (the operator's RBAC is unchanged), and a
+restarted operator refills the map from its initial listing.
 
 Labels are exactly ``namespace``, ``benchmark`` and ``model`` (``spec.target.model``), plus
 ``phase`` on ``llmbench_phase`` (one series per phase, kube-state-metrics style): a bounded
@@ -30,12 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-import kopf
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from llmbench.api import GROUP, PLURAL, VERSION
 from llmbench.api.status import PHASES
 
 __all__ = [
@@ -48,6 +46,9 @@ __all__ = [
     "forget",
     "gauges",
     "observe",
+    "record",
+    "start_metrics",
+    "stop_metrics",
 ]
 
 log = logging.getLogger("llmbench.operator")
@@ -247,11 +248,11 @@ def forget(namespace: str, name: str) -> None:
     COLLECTOR.remove(namespace, name)
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
-async def on_benchmark_event(
-    body: kopf.Body, type: str | None, namespace: str | None, name: str, **_: Any  # noqa: A002
+def record(
+    body: Mapping[str, Any], type: str | None, namespace: str | None, name: str  # noqa: A002
 ) -> None:
-    """Stateless: the event's body is all the gauges need (no API call)."""
+    """A watch event of a benchmark: stateless, the event's body is all the gauges need (no
+    API call); ``DELETED`` drops its series. Nothing is kept while the endpoint is off."""
     if not METRICS.port:
         return
     if type == "DELETED":
@@ -260,8 +261,7 @@ async def on_benchmark_event(
         observe(body)
 
 
-@kopf.on.startup()
-async def start_metrics(**_: Any) -> None:
+async def start_metrics() -> None:
     """Serves ``/metrics`` on ``--metrics-port``."""
     if not METRICS.port:
         return
@@ -276,8 +276,8 @@ async def start_metrics(**_: Any) -> None:
     log.info("serving Prometheus metrics on %s:%d/metrics", METRICS.addr, METRICS.port)
 
 
-@kopf.on.cleanup()
-async def stop_metrics(**_: Any) -> None:
+async def stop_metrics() -> None:
+    """Stops the ``/metrics`` server, if one runs."""
     if METRICS.server is not None:
         METRICS.server.shutdown()
         METRICS.server.server_close()

@@ -2,7 +2,7 @@
 
 Pure functions over plain API objects (dicts as the API server returns them), so the rules
 (which pods count as the target, which exporter serves which node, what a node's GPU labels
-say) are tested without a cluster; :mod:`llmbench.operator.handlers` does the listing.
+say) are tested without a cluster; :mod:`llmbench.operator.target` does the listing.
 """
 
 from __future__ import annotations

@@ -129,3 +129,15 @@ class Clock:
             except (OSError, ValueError):
                 offset = 0.0
         return datetime.now(UTC) + timedelta(seconds=offset)
+
+
+def next_run_fields(spec: Mapping[str, Any], now_: datetime) -> dict[str, Any]:
+    """``nextRunTime`` of a scheduled, unsuspended benchmark (None removes it)."""
+    sched = spec.get("schedule")
+    if not sched or spec.get("suspend"):
+        return {"nextRunTime": None}
+    try:
+        return {"nextRunTime": rfc3339(next_tick(sched, spec.get("timeZone"), now_))}
+    except ScheduleError:  # the spec check reports it (Accepted=False)
+        return {"nextRunTime": None}
+

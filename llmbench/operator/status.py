@@ -9,39 +9,55 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llmbench.api import Spec
 from llmbench.api.job import SUMMARY_KEY
-from llmbench.api.status import Condition, HistoryEntry, RunDigest, dump
+from llmbench.api.status import BenchmarkStatus, Condition, HistoryEntry, RunDigest, dump
 from llmbench.operator.build import INDEX_ANNOTATION
 
 __all__ = [
     "MAX_STATUS_BYTES",
+    "Patch",
     "bounded_status",
     "Decision",
     "condition",
     "decide",
     "digest_patch",
     "history_entry",
+    "history_limit",
     "with_history",
     "job_outcome",
-    "now",
     "current_runner_pods",
     "runner_nodes",
     "runner_pod_conditions",
     "shard_conditions",
     "set_condition",
+    "status_of",
 ]
 
 #: Status above this stays in the results ConfigMap; status says where (``resultsConfigMap``).
 MAX_STATUS_BYTES = 64 * 1024
 
 
-def now() -> str:
-    """RFC 3339 UTC, seconds, as Kubernetes writes timestamps."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def status_of(body: Mapping[str, Any]) -> BenchmarkStatus:
+    """A benchmark's ``status``, typed (none yet: an empty one).
+
+    The CRD's status schema is generated from :class:`BenchmarkStatus`, so the API server holds
+    nothing this cannot read; a status written by an incompatible version fails here, loudly,
+    rather than being taken for a new benchmark.
+    """
+    return BenchmarkStatus.model_validate(body.get("status") or {})
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A status patch as the decisions return it: ``fields`` merged into status (None deletes
+    a key, lists are replaced whole) and ``conditions`` set on top of the current ones."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    conditions: Sequence[Condition] = ()
 
 
 def condition(
@@ -58,10 +74,11 @@ def condition(
 
 
 def set_condition(
-    conditions: Sequence[Mapping[str, Any]], new: Condition, at: str | None = None
+    conditions: Sequence[Mapping[str, Any]], new: Condition, at: str
 ) -> list[dict[str, Any]]:
-    """``conditions`` with ``new`` in place of its type; ``lastTransitionTime`` moves only when
-    the status flips (API conventions), so ``kubectl describe`` shows when it really changed."""
+    """``conditions`` with ``new`` in place of its type; ``lastTransitionTime`` moves (to
+    ``at``, RFC 3339) only when the status flips (API conventions), so ``kubectl describe``
+    shows when it really changed."""
     out: list[dict[str, Any]] = []
     found = False
     for c in conditions:
@@ -72,11 +89,11 @@ def set_condition(
         item = dump(new)
         item["lastTransitionTime"] = (
             c.get("lastTransitionTime") if c.get("status") == new.status else None
-        ) or at or now()
+        ) or at
         out.append(item)
     if not found:
         item = dump(new)
-        item["lastTransitionTime"] = at or now()
+        item["lastTransitionTime"] = at
         out.append(item)
     return out
 
@@ -283,25 +300,27 @@ class Decision:
     message: str = ""
 
 
-def decide(meta: Mapping[str, Any], status: Mapping[str, Any]) -> Decision:
-    """The next step for a benchmark from its generation and status alone.
+def decide(meta: Mapping[str, Any], status: BenchmarkStatus | Mapping[str, Any]) -> Decision:
+    """The next step for a benchmark from its generation and status alone (``status`` typed,
+    or as the API server returns it).
 
     A run records its number and generation in status *before* it creates anything, so an
     operator restarted at any moment finds the same run again (``ensure``: creating what
     exists answers 409) instead of starting another. A spec changed during a run does not
     stop it: the run finishes, then the new spec runs (``start`` from the Job handler).
     """
+    st = status if isinstance(status, BenchmarkStatus) else BenchmarkStatus.model_validate(status)
     generation = int(meta.get("generation") or 1)
-    run = int(status.get("run") or 0)
-    phase = status.get("phase")
-    observed = status.get("observedGeneration")
+    run = st.run or 0
+    phase = st.phase
+    observed = st.observed_generation
     if run == 0 or phase is None:
         return Decision("start", max(run, 0) + 1)
     if phase in ("Succeeded", "Failed"):
         if observed == generation:
             return Decision("done", run)
         return Decision("start", run + 1, "the spec changed; running it again")
-    if observed != generation and phase == "Running" and status.get("job"):
+    if observed != generation and phase == "Running" and st.job:
         return Decision(
             "wait", run, f"the spec changed during run {run}; it runs when this run finishes"
         )
@@ -341,6 +360,12 @@ def history_entry(
         artifacts=artifacts,
         message=message[:256],
     )
+
+
+def history_limit(spec: Mapping[str, Any]) -> int:
+    """``spec.historyLimit`` of a manifest's spec, or the model's default (declared once, on
+    :class:`llmbench.api.Spec`): read raw because a run ends even under a spec edited since."""
+    return int(spec.get("historyLimit") or Spec.model_fields["history_limit"].default)
 
 
 def with_history(

@@ -1,0 +1,198 @@
+"""Making sure run N exists: the spec checked, the target resolved, the endpoint's Lease
+taken, telemetry and the baseline found, then the run's objects created.
+
+Creating what exists answers 409 and counts as done (:meth:`Kube.create`), so this runs
+again safely after a restart at any moment. Each way it can end is a status patch built by a
+pure function here: refused spec (``Failed``), target not ready (``Pending``), endpoint busy
+(``Queued``), objects created (``Running``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from llmbench.api import Spec, SpecError, SpecIssue
+from llmbench.api.job import BaselineContext, RunContext, run_name
+from llmbench.api.status import BenchmarkStatus, Condition, StackStatus, dump
+from llmbench.operator import baseline as baselines
+from llmbench.operator.build import Placement, artifacts_location, run_objects, run_problem
+from llmbench.operator.kube import NotFound
+from llmbench.operator.lease import acquire_lease
+from llmbench.operator.placement import stack_snapshot
+from llmbench.operator.schedule import measured_hash, rfc3339
+from llmbench.operator.state import Operator
+from llmbench.operator.status import Patch, condition, status_of
+from llmbench.operator.target import (
+    Resolved,
+    TargetNotReady,
+    discover_exporters,
+    ready_condition,
+    resolve_target,
+)
+from llmbench.operator.write import post_event, write_status
+
+__all__ = [
+    "Outcome",
+    "ensure_run",
+    "invalid_spec_patch",
+    "queued_patch",
+    "resolve_baseline",
+    "run_context",
+    "run_spec",
+    "running_patch",
+    "waiting_patch",
+]
+
+#: ``created`` (or refused for good: nothing to retry), or why the run waits: ``target`` (a
+#: reference does not resolve: retried with backoff) or ``queued`` (the Lease is held).
+Outcome = Literal["created", "target", "queued"]
+
+
+def run_spec(body: Mapping[str, Any], run: int) -> Spec:
+    """The benchmark's spec, checked as the API server cannot (Python-only rules, and whether
+    run ``run`` can have its Job under this name); :class:`SpecError` says what to fix."""
+    meta = body["metadata"]
+    spec = Spec.from_manifest(body, namespace=meta["namespace"])
+    problem = run_problem(meta["name"], run, spec)
+    if problem is not None:
+        raise SpecError([SpecIssue("metadata.name", problem)])
+    return spec
+
+
+def invalid_spec_patch(error: SpecError, generation: int, at: datetime) -> Patch:
+    """A refused spec ends the run as ``Failed`` with ``Accepted=False`` (no retry: the spec
+    must change, which starts a new run)."""
+    return Patch(
+        {"phase": "Failed", "message": str(error), "lastRunTime": rfc3339(at)},
+        [
+            condition("Accepted", False, "InvalidSpec", str(error), generation),
+            condition("Succeeded", False, "InvalidSpec", str(error), generation),
+        ],
+    )
+
+
+def waiting_patch(error: TargetNotReady, accepted: Condition, generation: int) -> Patch:
+    """A reference of the target does not resolve: ``Pending``, ``TargetReady=False``."""
+    return Patch(
+        {"phase": "Pending", "message": f"{error.reason}: {error}"},
+        [accepted, condition("TargetReady", False, error.reason, str(error), generation)],
+    )
+
+
+def queued_patch(
+    holder: str, url: str, accepted: Condition, ready: Condition, generation: int
+) -> Patch:
+    """Another benchmark holds the endpoint's Lease: ``Queued`` behind it."""
+    msg = f"waiting for benchmark {holder}, which holds the Lease of {url}"
+    return Patch(
+        {"phase": "Queued", "queuedBehind": holder, "message": msg},
+        [accepted, ready, condition("Running", False, "Queued", msg, generation)],
+    )
+
+
+def run_context(
+    body: Mapping[str, Any], run: int, spec: Spec, resolved: Resolved, dcgm_urls: list[str],
+    baseline: BaselineContext | None, no_baseline: str | None,
+) -> RunContext:
+    """What the runner is told about the run (``context.json`` of its ConfigMap)."""
+    meta = body["metadata"]
+    return RunContext(
+        benchmark=meta["name"],
+        namespace=meta["namespace"],
+        run=run,
+        url=resolved.url,
+        model=spec.target.model,
+        api_key_env="LLMBENCH_API_KEY" if spec.target.api_key_secret_ref else None,
+        dcgm_urls=dcgm_urls,
+        server_metrics=spec.telemetry.server_metrics,
+        target_pods=[p["metadata"]["name"] for p in resolved.pods],
+        target_namespace=resolved.namespace,
+        baseline=baseline,
+        no_baseline=no_baseline,
+        artifacts=artifacts_location(spec, meta["name"], run),
+    )
+
+
+def running_patch(
+    name: str, run: int, spec: Spec, status: BenchmarkStatus, stack: StackStatus,
+    conditions: list[Condition], at: datetime,
+) -> Patch:
+    """The run's objects exist: status names its Job and what it measures; a run that was
+    waiting becomes ``Running`` now (a run found again after a restart keeps its start)."""
+    job = run_name(name, run)
+    fields: dict[str, Any] = {
+        "job": job,
+        "resultsConfigMap": job,
+        "queuedBehind": None,
+        "stack": dump(stack),
+        "message": f"run {run}: runner Job {job}",
+    }
+    if status.phase in (None, "Pending", "Queued"):
+        fields["phase"] = "Running"
+        fields["startedTime"] = rfc3339(at)
+        fields["progress"] = f"0/{len(spec.points()) * spec.repetitions}"
+    return Patch(fields, conditions)
+
+
+async def ensure_run(
+    op: Operator, body: dict[str, Any], run: int, generation: int, at: datetime
+) -> Outcome:
+    """Creates what run ``run`` owns: ``created``, or why it waits (the reason is in status)."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    status = status_of(body)
+    try:
+        spec = run_spec(body, run)
+    except SpecError as exc:
+        await write_status(op, body, invalid_spec_patch(exc, generation, at), at)
+        post_event(body, "InvalidSpec", str(exc), warning=True)
+        return "created"
+    accepted = condition("Accepted", True, "Valid", "the spec is valid", generation)
+    try:
+        resolved = await resolve_target(op.kube, spec, namespace)
+    except TargetNotReady as exc:
+        await write_status(op, body, waiting_patch(exc, accepted, generation), at)
+        return "target"
+    ready = ready_condition(resolved, generation)
+    holder = await acquire_lease(op, body, resolved.url, at)
+    if holder is not None:
+        queued = queued_patch(holder, resolved.url, accepted, ready, generation)
+        if status.queued_behind != holder or status.phase != "Queued":
+            post_event(body, "Queued", queued.fields["message"])
+        await write_status(op, body, queued, at)
+        return "queued"
+    urls, telemetry = await discover_exporters(op.kube, spec, resolved, op.config.namespaces)
+    judged_by, no_baseline = await resolve_baseline(op, body, spec, run)
+    context = run_context(body, run, spec, resolved, urls, judged_by, no_baseline)
+    stack = stack_snapshot(resolved.pods, resolved.nodes, urls)
+    taints = [t for n in resolved.nodes for t in (n.get("spec") or {}).get("taints") or []]
+    where = Placement(resolved.selector, resolved.namespace, taints)
+    created = []
+    for obj in run_objects(body, run, spec, context, where, image=op.config.runner_image,
+                           stack=stack):
+        if await op.kube.create(obj):
+            created.append(obj["kind"])
+    patch = running_patch(name, run, spec, status, stack, [accepted, ready, telemetry], at)
+    await write_status(op, body, patch, at)
+    if "Job" in created:
+        post_event(body, "JobCreated", f"runner Job {run_name(name, run)} created for run {run}")
+    return "created"
+
+
+async def resolve_baseline(
+    op: Operator, body: Mapping[str, Any], spec: Spec, run: int
+) -> tuple[BaselineContext | None, str | None]:
+    """The figures run ``run`` is judged against (``spec.baseline``), or why there are none."""
+    meta = body["metadata"]
+    history = [dump(h) for h in status_of(body).history]
+    choice = baselines.choose(spec.baseline, history, measured_hash(body.get("spec") or {}), run)
+    if choice.run is None:
+        return choice.context, choice.reason
+    try:
+        cm = await op.kube.get_configmap(meta["namespace"], run_name(meta["name"], choice.run))
+    except NotFound:
+        return None, f"run {choice.run}'s results ConfigMap is gone"
+    found = baselines.from_configmap(choice.run, cm.get("data") or {})
+    return (None, found) if isinstance(found, str) else (found, None)

@@ -1,0 +1,217 @@
+"""A run's end: its Job finished, so status gets the final figures, phase, conditions and a
+history entry; the oldest runs beyond ``spec.historyLimit`` are pruned, the endpoint's Lease
+is released, and a spec changed during the run runs next.
+
+What the run's end means is decided by pure functions from the Job and the runner's digest:
+:func:`run_outcome` (phase, reasons, failure message) and :func:`final_status` (the whole
+patch, the Regressed verdict, the runs to prune). :func:`finish_run` reads and applies them;
+it is idempotent, so the Job's every later event changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from llmbench.api.job import RunContext, run_name
+from llmbench.api.status import BenchmarkStatus, Condition, RunDigest, dump
+from llmbench.operator import baseline as baselines
+from llmbench.operator.build import owner_of
+from llmbench.operator.kube import PRUNED_KINDS, NotFound
+from llmbench.operator.lease import release_lease
+from llmbench.operator.reconcile import reconcile
+from llmbench.operator.results import context_of, read_digest
+from llmbench.operator.schedule import next_run_fields, rfc3339
+from llmbench.operator.state import Operator
+from llmbench.operator.status import (
+    Patch,
+    condition,
+    digest_patch,
+    history_entry,
+    history_limit,
+    job_failure_message,
+    job_outcome,
+    status_of,
+    validity_condition,
+    with_history,
+)
+from llmbench.operator.write import post_event, write_status
+
+__all__ = [
+    "Final",
+    "RunOutcome",
+    "final_status",
+    "finish_run",
+    "job_event",
+    "run_outcome",
+    "unfinished",
+]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended, from its Job and its digest."""
+
+    phase: Literal["Succeeded", "Failed"]
+    #: ``run N finished`` (with why it stopped early) or ``run N failed: <why>``.
+    message: str
+    #: ``MeasurementValid`` (when the runner reported points), ``Succeeded``, ``Running``.
+    conditions: list[Condition]
+
+    @property
+    def failed(self) -> bool:
+        return self.phase == "Failed"
+
+
+def run_outcome(
+    run: int, job_state: str, job: Mapping[str, Any], digest: RunDigest | None,
+    generation: int | None,
+) -> RunOutcome:
+    """The end of run ``run`` (its Job ``Succeeded`` or ``Failed``, as ``job_state``).
+
+    The run failed when its Job did, when the runner says the sweep failed as a whole or a
+    point failed, or when a Job that succeeded left no digest (nothing to show for it). The
+    reason is the most specific one known: the runner's, then the first failed point's, then
+    the Job's own condition.
+    """
+    failed_points = [p for p in (digest.points if digest else []) if p.state == "Failed"]
+    failed = (
+        job_state == "Failed"
+        or (digest is not None and digest.failed is not None)
+        or bool(failed_points)
+    )
+    conds: list[Condition] = []
+    if digest is not None:
+        valid = validity_condition(digest, generation)
+        if valid is not None:
+            conds.append(valid)
+    elif job_state == "Succeeded":
+        failed = True
+    if failed:
+        why = (digest.failed if digest is not None and digest.failed else None) or (
+            f"{len(failed_points)} point(s) failed; first: {failed_points[0].name}: "
+            f"{failed_points[0].reason}"
+            if failed_points
+            else job_failure_message(job)
+            if job_state == "Failed"
+            else "the runner reported nothing"
+        )
+        return RunOutcome("Failed", f"run {run} failed: {why}", conds + [
+            condition("Succeeded", False, "RunFailed", why, generation),
+            condition("Running", False, "RunFailed", why, generation),
+        ])
+    early = (
+        f": stopped after the knee ({digest.done} of {digest.total} points)"
+        if digest is not None and digest.stopped_after_knee
+        else ""
+    )
+    return RunOutcome("Succeeded", f"run {run} finished{early}", conds + [
+        condition("Succeeded", True, "RunSucceeded", f"run {run} finished", generation),
+        condition("Running", False, "Completed", f"run {run} finished", generation),
+    ])
+
+
+@dataclass(frozen=True)
+class Final:
+    """The final status of a run, and what follows from it."""
+
+    patch: Patch
+    outcome: RunOutcome
+    #: The ``Regressed`` condition (also in ``patch``): an Event when True.
+    regressed: Condition
+    #: Runs that fell out of ``spec.historyLimit``: their objects are deleted.
+    dropped: list[int]
+
+
+def final_status(
+    name: str, run: int, status: BenchmarkStatus, spec: Mapping[str, Any], job_state: str,
+    job: Mapping[str, Any], digest: RunDigest | None, csv: str | None,
+    context: RunContext | None, at: datetime,
+) -> Final:
+    """The status patch that ends run ``run``: the digest's figures, phase and message,
+    ``MeasurementValid``/``Succeeded``/``Running``/``Regressed``, the regression verdict, the
+    history with this run last, and ``nextRunTime``; every time in it is ``at``."""
+    gen = status.observed_generation
+    fields: dict[str, Any] = {"lastRunTime": rfc3339(at), **next_run_fields(spec, at)}
+    if digest is not None:
+        fields.update(digest_patch(digest, csv))
+    outcome = run_outcome(run, job_state, job, digest, gen)
+    fields.update(phase=outcome.phase, message=outcome.message)
+    verdict = next((c.status for c in outcome.conditions if c.type == "MeasurementValid"), None)
+    regressed = baselines.regressed_condition(
+        run=run, failed=outcome.failed, valid=verdict, digest=digest,
+        baseline=context.baseline if context is not None else None,
+        no_baseline=context.no_baseline if context is not None else None,
+        stack=status.stack, generation=gen,
+    )
+    judged = regressed.status != "Unknown"
+    fields["regression"] = (
+        dump(digest.regression) if judged and digest and digest.regression else None
+    )
+    entry = history_entry(
+        run, outcome.phase, digest,
+        started=status.started_time, finished=fields["lastRunTime"],
+        valid=None if verdict in (None, "Unknown") else verdict == "True",
+        config_map=run_name(name, run), message=outcome.message,
+        regressed=regressed.status == "True" if judged else None,
+        spec_hash=status.spec_hash,
+        artifacts=context.artifacts if context is not None else None,
+    )
+    history = [dump(h) for h in status.history]
+    fields["history"], dropped = with_history(history, entry, history_limit(spec))
+    return Final(Patch(fields, [*outcome.conditions, regressed]), outcome, regressed, dropped)
+
+
+def unfinished(status: BenchmarkStatus, run: int) -> bool:
+    """Whether run ``run`` is the benchmark's current run and has not ended yet."""
+    return status.run == run and status.phase not in ("Succeeded", "Failed")
+
+
+async def job_event(op: Operator, body: Mapping[str, Any], type: str) -> None:  # noqa: A002
+    """A runner Job changed: when it finished, the run ends (``type``: kopf's event type)."""
+    owner = owner_of(body)
+    if type == "DELETED" or owner is None:
+        return
+    outcome = job_outcome(body)
+    if outcome not in ("Succeeded", "Failed"):
+        return
+    namespace, name, run = owner
+    await finish_run(op, namespace, name, run, dict(body), outcome)
+
+
+async def finish_run(
+    op: Operator, namespace: str, name: str, run: int, job: dict[str, Any], outcome: str
+) -> None:
+    """Ends run ``run`` from its finished Job. Idempotent: a second call changes nothing."""
+    async with op.locked(namespace, name) as body:
+        if body is None:
+            return
+        status = status_of(body)
+        if not unfinished(status, run):
+            return
+        at = op.clock.now()
+        digest: RunDigest | None = None
+        csv = None
+        cm: dict[str, Any] | None = None
+        try:  # one read: the digest, and the context with the Lease and the baseline
+            cm = await op.kube.get_configmap(namespace, run_name(name, run))
+            digest, csv = read_digest(cm)
+        except NotFound:
+            pass
+        context = context_of(cm)
+        final = final_status(name, run, status, body.get("spec") or {}, outcome, job, digest,
+                             csv, context, at)
+        await write_status(op, body, final.patch, at)
+    for old_run in final.dropped:  # spec.historyLimit: the oldest runs' objects go
+        for kind in PRUNED_KINDS:
+            await op.kube.delete(kind, namespace, run_name(name, old_run))
+    if context is not None:
+        await release_lease(op, body, context.url)
+    post_event(body, "RunFailed" if final.outcome.failed else "RunSucceeded",
+               final.outcome.message, final.outcome.failed)
+    if final.regressed.status == "True":
+        post_event(body, "Regressed", final.regressed.message, warning=True)
+    if int(body["metadata"].get("generation") or 1) != status.observed_generation:
+        await reconcile(op, namespace, name)

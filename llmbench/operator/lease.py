@@ -1,0 +1,78 @@
+"""The per-endpoint Lease: one benchmark at a time measures one target.
+
+A benchmark takes the Lease of its resolved URL before its runner Job exists and releases it
+when the run ends (:mod:`.finish`) or is replaced (:mod:`.reconcile`). Whether an existing
+Lease blocks a benchmark is :func:`lease_verdict`, a pure function; the API calls are
+:func:`acquire_lease` and :func:`release_lease`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from llmbench.operator.build import holder_identity, lease_name, target_lease
+from llmbench.operator.kube import NotFound
+from llmbench.operator.state import Operator
+from llmbench.operator.status import status_of
+
+__all__ = ["acquire_lease", "lease_time", "lease_verdict", "release_lease"]
+
+Verdict = Literal["ours", "held", "stale"]
+
+
+def lease_time(at: datetime) -> str:
+    """A Lease's ``MicroTime`` (``2026-12-01T02:00:00.123456Z``)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_verdict(holder: str, me: str, holder_body: Mapping[str, Any] | None) -> Verdict:
+    """What an existing Lease held by ``holder`` means for benchmark ``me``: ``ours`` (taken
+    by an earlier attempt of this benchmark), ``held`` (another benchmark is running or
+    waiting to run on it: queue behind it) or ``stale`` (its holder is gone, ``holder_body``
+    None, or has finished: the release was lost, e.g. the operator stopped between the end of
+    a run and the release; take it over)."""
+    if holder == me:
+        return "ours"
+    if holder_body is not None and status_of(holder_body).phase not in ("Succeeded", "Failed"):
+        return "held"
+    return "stale"
+
+
+async def acquire_lease(
+    op: Operator, body: Mapping[str, Any], target_key: str, at: datetime
+) -> str | None:
+    """Takes the endpoint's Lease; returns the holder when another benchmark has it."""
+    lease = target_lease(body, target_key, lease_time(at))
+    namespace, name = lease["metadata"]["namespace"], lease["metadata"]["name"]
+    me = holder_identity(body)
+    for _ in range(3):
+        if await op.kube.create(lease):
+            return None
+        try:
+            existing = await op.kube.get_lease(namespace, name)
+        except NotFound:
+            continue
+        holder = (existing.get("spec") or {}).get("holderIdentity") or ""
+        other: Mapping[str, Any] | None = None
+        if holder != me:
+            other_ns, _, other_name = holder.partition("/")
+            try:
+                other = await op.kube.get_benchmark(other_ns, other_name)
+            except NotFound:
+                other = None
+        verdict = lease_verdict(holder, me, other)
+        if verdict == "ours":
+            return None
+        if verdict == "held":
+            return holder
+        await op.kube.delete_lease(namespace, name, holder)
+    return None
+
+
+async def release_lease(op: Operator, body: Mapping[str, Any], target_key: str) -> None:
+    """Frees the endpoint for the next queued benchmark (only if this benchmark holds it)."""
+    await op.kube.delete_lease(
+        body["metadata"]["namespace"], lease_name(target_key), holder_identity(body)
+    )

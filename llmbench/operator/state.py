@@ -1,0 +1,136 @@
+"""The operator's process state: one :class:`Operator` object kept in kopf's ``memo``.
+
+Why one object, and why in the memo: every handler needs the same few things (the flags the
+operator was started with, the API client, a lock per benchmark, the clock, who is backing
+off), and module globals mutated from the command line make each handler depend on import
+order and on a process-wide singleton no test can replace. ``llmbench operator`` hands its
+:class:`OperatorConfig` to ``kopf.run(memo=...)``; the startup handler turns it into the
+:class:`Operator` (:func:`start`), and kopf gives every handler a shallow copy of that memo,
+so all of them share the one object (:func:`of`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
+from llmbench.operator.kube import Kube, NotFound
+from llmbench.operator.schedule import Clock
+
+__all__ = ["CONFIG_KEY", "STATE_KEY", "Operator", "OperatorConfig", "backoff", "connect", "of",
+           "start"]
+
+#: The memo key ``llmbench operator`` puts its :class:`OperatorConfig` under.
+CONFIG_KEY = "config"
+#: The memo key of the :class:`Operator` the startup handler builds.
+STATE_KEY = "operator"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    """What ``llmbench operator`` was started with (its flags)."""
+
+    runner_image: str = DEFAULT_RUNNER_IMAGE
+    #: Namespaces searched for dcgm-exporter pods when a cluster-wide list is forbidden.
+    namespaces: tuple[str, ...] = ()
+    #: First wait (s) before a benchmark whose target is not ready tries again.
+    retry_delay: float = 3.0
+    #: Seconds to shift "now" by, read from this file (tests move schedules instead of sleeping).
+    clock_offset_file: str | None = None
+
+
+def backoff(retry_delay: float, tries: int) -> float:
+    """Seconds a benchmark whose target is not ready waits after ``tries`` earlier waits: the
+    retry delay, doubled each time, at most ten times it (3, 6, 12, 24, 30, 30, ... s).
+
+    Example: ``backoff(3.0, 0) == 3.0`` and ``backoff(3.0, 5) == 30.0``.
+    """
+    return float(min(retry_delay * 2**tries, retry_delay * 10))
+
+
+@dataclass
+class Operator:
+    """What every handler shares: the config, the API client, the clock, the locks, the waits.
+
+    The clock is the one source of "now" for everything the operator writes (status times,
+    the Lease's times, schedule ticks), read once per handler call, so one status patch never
+    carries two clocks.
+    """
+
+    config: OperatorConfig
+    kube: Kube
+    clock: Clock
+    _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, repr=False)
+    #: (namespace, name) -> (monotonic time of the next attempt, waits so far).
+    _waits: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict, repr=False)
+
+    def lock(self, namespace: str, name: str) -> asyncio.Lock:
+        """Serialises the status writes for one benchmark in this process: each handler reads,
+        decides and writes under it, so two never overwrite each other's conditions."""
+        return self._locks.setdefault((namespace, name), asyncio.Lock())
+
+    @contextlib.asynccontextmanager
+    async def locked(self, namespace: str, name: str) -> AsyncIterator[dict[str, Any] | None]:
+        """The benchmark as the API server has it now (None: it is gone), read under its
+        lock, which is held until the block ends: read, decide and write as one step."""
+        async with self.lock(namespace, name):
+            try:
+                body: dict[str, Any] | None = await self.kube.get_benchmark(namespace, name)
+            except NotFound:
+                body = None
+            yield body
+
+    def back_off(self, namespace: str, name: str, now: float) -> None:
+        """Records one more wait (target not ready) from monotonic time ``now``."""
+        _, tries = self._waits.get((namespace, name), (0.0, 0))
+        self._waits[(namespace, name)] = (now + backoff(self.config.retry_delay, tries), tries + 1)
+
+    def due(self, namespace: str, name: str, now: float) -> bool:
+        """Whether a waiting benchmark may try again at monotonic time ``now``."""
+        until, _ = self._waits.get((namespace, name), (0.0, 0))
+        return now >= until
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Ends a benchmark's backoff (its run was created, or it is gone)."""
+        self._waits.pop((namespace, name), None)
+
+
+def connect() -> Kube:
+    """The API client: the pod's service account in a cluster, else ``KUBECONFIG`` (as set
+    now, not when the client library was imported) or ``~/.kube/config``."""
+    try:
+        k8s_config.load_incluster_config()
+        api = k8s.ApiClient()
+    except k8s_config.ConfigException:
+        api = k8s_config.new_client_from_config(config_file=os.environ.get("KUBECONFIG"))
+    return Kube(api)
+
+
+def start(memo: MutableMapping[str, Any]) -> Operator:
+    """Builds the :class:`Operator` from the config in ``memo`` (defaults when the operator
+    was started by ``kopf run`` directly) and keeps it there, the config's only home after."""
+    config = memo.pop(CONFIG_KEY, None)
+    if not isinstance(config, OperatorConfig):
+        config = OperatorConfig()
+    op = Operator(config=config, kube=connect(), clock=Clock(config.clock_offset_file))
+    memo[STATE_KEY] = op
+    return op
+
+
+def of(memo: MutableMapping[str, Any]) -> Operator:
+    """The :class:`Operator` of a handler's ``memo`` (set by the startup handler)."""
+    op = memo.get(STATE_KEY)
+    if not isinstance(op, Operator):
+        raise RuntimeError(
+            "the operator's state is missing from kopf's memo: the startup handler of "
+            "llmbench.operator.handlers did not run"
+        )
+    return op

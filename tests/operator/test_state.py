@@ -1,0 +1,80 @@
+"""The operator's one shared object: built from the command line's config at startup, kept in
+kopf's memo, with its backoff and its per-benchmark locks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+
+from llmbench.operator import state
+from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
+from llmbench.operator.state import CONFIG_KEY, STATE_KEY, Operator, OperatorConfig, backoff
+
+
+def test_backoff_doubles_from_the_retry_delay_up_to_ten_times_it() -> None:
+    assert [backoff(3.0, n) for n in range(6)] == [3.0, 6.0, 12.0, 24.0, 30.0, 30.0]
+    assert [backoff(0.5, n) for n in range(5)] == [0.5, 1.0, 2.0, 4.0, 5.0]
+
+
+def kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))
+    return path
+
+
+def operator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: Any) -> Operator:
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig(tmp_path)))
+    memo = kopf.Memo({CONFIG_KEY: OperatorConfig(**config)})
+    op = state.start(memo)
+    assert CONFIG_KEY not in memo and memo[STATE_KEY] is op  # one object, the config inside
+    return op
+
+
+def test_the_startup_state_is_the_command_lines_config_shared_by_every_handler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    offset = tmp_path / "offset"
+    op = operator(tmp_path, monkeypatch, runner_image="img:2", namespaces=("gpu",),
+                  retry_delay=0.5, clock_offset_file=str(offset))
+    assert (op.config.runner_image, op.config.namespaces) == ("img:2", ("gpu",))
+    assert op.kube.api.configuration.host == "https://127.0.0.1:1"
+    assert op.clock.offset_file == str(offset)
+    # kopf gives each object's handlers a shallow copy of the memo: the same Operator
+    memo = kopf.Memo({STATE_KEY: op})
+    assert state.of(kopf.Memo(memo)) is op
+    # started by `kopf run` without llmbench's command line: the defaults
+    default = state.start(kopf.Memo())
+    assert default.config == OperatorConfig() and default.config.runner_image == (
+        DEFAULT_RUNNER_IMAGE)
+
+
+def test_a_handler_without_the_startup_state_says_so() -> None:
+    with pytest.raises(RuntimeError, match="startup handler"):
+        state.of(kopf.Memo())
+
+
+def test_waits_back_off_per_benchmark_and_end_when_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op = operator(tmp_path, monkeypatch, retry_delay=2.0)
+    assert op.due("llm", "a", 0.0)  # never waited
+    op.back_off("llm", "a", 100.0)
+    assert not op.due("llm", "a", 101.9) and op.due("llm", "a", 102.0)
+    op.back_off("llm", "a", 102.0)  # the second wait is twice as long
+    assert not op.due("llm", "a", 105.9) and op.due("llm", "a", 106.0)
+    assert op.due("llm", "b", 102.0)  # another benchmark does not wait
+    op.forget("llm", "a")
+    assert op.due("llm", "a", 102.0)
+    op.back_off("llm", "a", 200.0)  # after forgetting, the backoff starts over
+    assert op.due("llm", "a", 202.0)
+    assert op.lock("llm", "a") is op.lock("llm", "a")
+    assert op.lock("llm", "a") is not op.lock("llm", "b")
