@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     stop_pids(c.pids)
     c.pids = {}
     c.kill_pod_processes()
+    c.release_network()
     c._save_state()
     print(f"cluster in {workdir} stopped")
     return 0
