@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster, ClusterError
-from tests.cluster.images import refs
+from tests.cluster.images import built_images, refs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,6 +53,12 @@ class K8s:
         if not self._images:
             self._images = refs()
         return self._images[name]
+
+    def pinned_image(self, name: str) -> str:
+        """The same image by its content-keyed tag (``localhost/llmbench:<key>``, which the
+        archive also carries): another reference that every node has."""
+        image = built_images(build=False)[name]
+        return f"{image.ref.rpartition(':')[0]}:{image.key.split('-', 1)[1]}"
 
     @property
     def api_client(self):

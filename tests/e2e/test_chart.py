@@ -1,8 +1,8 @@
-"""The Helm chart on the project's control plane: ``helm install`` for real, the operator
-started from the chart's Deployment by the process kubelet (image name containing
-``llmbench``, no command: ``llmbench operator ...`` with the chart's args and the pod's
-ServiceAccount token, so the chart's RBAC is all it has), and a small sweep through it to
-``Succeeded``; once watching every namespace (the default values), once watching one.
+"""The Helm chart on the project's cluster: ``helm install`` for real, the operator started
+from the chart's Deployment on a real node from the built image (its entrypoint with the
+chart's args, the pod's ServiceAccount token, so the chart's RBAC is all it has), and a small
+sweep through it to ``Succeeded``; once watching every namespace (the default values but the
+image), once watching one.
 
 The target and benchmark helpers are tests/e2e/test_operator.py's.
 """
@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from tests.charts.helm import CHART
-from tests.cluster.controlplane import free_port
-from tests.e2e.release import Release
+from tests.e2e.release import Release, image_values, operator_values
 from tests.e2e.test_operator import (
     Target,
     benchmark,
@@ -56,17 +55,15 @@ def sweep_through(
     target = Target(k8s, namespace)
     pod = target.deploy()
     if exporter_namespace:
-        exporter = exporter_pod(exporter_namespace, free_port(), pod["metadata"]["name"],
-                                target.node)
-        exporter["spec"]["containers"][0]["command"][4] = namespace  # the GPUs' pod namespace
-        k8s.apply(exporter)
+        k8s.apply(exporter_pod(k8s, exporter_namespace, pod["metadata"]["name"], target.node,
+                               gpu_namespace=namespace))
         k8s.wait_for(
             "the dcgm exporter to be Ready",
             lambda: ready_pods(k8s, exporter_namespace, "app=nvidia-dcgm-exporter"), 60,
             diag=lambda: k8s.describe(exporter_namespace),
         )
     k8s.apply(benchmark(
-        "sweep", namespace, {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+        "sweep", namespace, target.ref,
         sweep={"type": "concurrency", "values": [1, 2]},
         load={"requestCount": 8, "warmupRequestCount": 0},
     ))
@@ -81,8 +78,7 @@ def test_default_values_install_an_operator_for_every_namespace_that_runs_a_swee
 ) -> None:
     k8s = crd_installed
     rel = release(k8s, namespace)
-    port = free_port()
-    rel.install(**{"liveness.port": port})  # the pods share the host's loopback
+    rel.install(**image_values(k8s))  # the built image; every other value the default
     try:
         assert f"rollout status deployment/{rel.fullname}" in rel.notes
         assert "kubectl get llmb -A -w" in rel.notes
@@ -106,7 +102,7 @@ def test_default_values_install_an_operator_for_every_namespace_that_runs_a_swee
         job = k8s.get("job", "sweep-run-1", bench_namespace)
         assert job is not None
         runner = job["spec"]["template"]["spec"]["containers"][0]
-        assert runner["image"] == "ghcr.io/llmbench/llmbench:0.1.0"  # --runner-image
+        assert runner["image"] == k8s.image("llmbench")  # --runner-image: the operator's
     finally:
         rel.uninstall()
     assert k8s.get("clusterrole", rel.fullname) is None
@@ -118,8 +114,9 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
 ) -> None:
     k8s = crd_installed
     rel = release(k8s, namespace)
-    rel.install(**{"liveness.port": free_port(), "watchNamespaces": [bench_namespace],
-                   "runner.image": "llmbench:e2e-chart"})
+    runner_image = k8s.pinned_image("llmbench")  # the same image by its content-keyed tag
+    rel.install(**operator_values(k8s, watchNamespaces=[bench_namespace],
+                                  **{"runner.image": runner_image}))
     try:
         assert f"kubectl get llmb -n {bench_namespace} -w" in rel.notes
         role = k8s.get("role", rel.fullname, bench_namespace)
@@ -133,7 +130,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
             "operator", f"--namespace={bench_namespace}"
         ]
         # a benchmark outside the watched namespaces is left alone
-        k8s.apply(benchmark("elsewhere", namespace, {"url": "http://127.0.0.1:9"}))
+        k8s.apply(benchmark("elsewhere", namespace, {"url": "http://nothing.invalid:9"}))
 
         # the exporter sits in a namespace the operator does not watch: found through the
         # small ClusterRole's cluster-wide pod list
@@ -143,7 +140,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
         assert telemetry["status"] == "True" and telemetry["reason"] == "ExporterFound", telemetry
         job = k8s.get("job", "sweep-run-1", bench_namespace)
         assert job is not None
-        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "llmbench:e2e-chart"
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == runner_image
         assert status(k8s, namespace, "elsewhere") == {}
         rel.assert_nothing_forbidden()
         assert k8s.get("job", "elsewhere-run-1", namespace) is None
