@@ -233,7 +233,7 @@ class Cluster:
     apiserver_port: int = 0
     nodes: str = "default"
     tie_to_parent: bool = False  # kill the processes if the starting process dies (pytest)
-    kubelet: str = field(default_factory=lambda: os.environ.get("LLMBENCH_KUBELET", "process"))
+    kubelet: str = field(default_factory=lambda: os.environ.get("LLMBENCH_KUBELET", "real"))
     pids: dict[str, int] = field(default_factory=dict)
     start_seconds: float = 0.0
     net_index: int = 0  # the cluster number of a real cluster (network.py); 0: none claimed
@@ -274,14 +274,6 @@ class Cluster:
             if task == cid.removeprefix("containerd://"):
                 return int(pid)
         raise ClusterError(f"no containerd task for {cid} on {pod['spec']['nodeName']}")
-
-    def pod_dir(self, pod: dict) -> Path:
-        """The kubelet's directory of a pod on this machine (its emptyDirs are under
-        ``volumes/kubernetes.io~empty-dir/<name>``)."""
-        if not self.real:
-            meta = pod["metadata"]
-            return next(self.workdir.glob(f"pods/{meta['namespace']}_{meta['name']}_*"))
-        return self.node_paths(pod["spec"]["nodeName"]).pods_dir / pod["metadata"]["uid"]
 
     @property
     def kubeconfig(self) -> Path:
