@@ -56,7 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stop_pids(c.pids)
     c.pids = {}
-    c.kill_pod_processes()
     c.release_network()
     c._save_state()
     print(f"cluster in {workdir} stopped")

@@ -2,19 +2,15 @@
 
 Starts etcd + kube-apiserver (RBAC, static-token auth, x509 client CA, service-account signing
 keys) + kube-controller-manager (all default controllers, per-controller service-account
-credentials) + kube-scheduler + CoreDNS, then the nodes:
-
-* ``kubelet="real"`` (the default): per node containerd, the kubelet and kube-proxy, each node
-  in its own network namespace on the cluster's private switch (network.py, node.py); the pods
-  are containers of the images ``hack/image/build.sh`` builds (images.py). The API server and
-  CoreDNS listen on the host's address on that switch (``100.64.N.1``).
-* ``kubelet="process"``: the process kubelet (``tests/cluster/kubelet.py``) registers the same
-  nodes and runs pods as host processes, everything on 127.0.0.1 (``LLMBENCH_KUBELET=process``;
-  kept for its own tests, see hack/cluster/README.md).
+credentials) + kube-scheduler + CoreDNS, then the nodes: per node containerd, the kubelet and
+kube-proxy, each node in its own network namespace on the cluster's private switch
+(network.py, node.py); the pods are containers of the images ``hack/image/build.sh`` builds
+(images.py). The API server and CoreDNS listen on the host's address on that switch
+(``100.64.N.1``); etcd on 127.0.0.1.
 
 Binaries come from ``hack/cluster/build.sh`` (cached under
 ``${LLMBENCH_CACHE:-~/.cache/llmbench}/k8s-<version>/bin``). Everything is stopped by PID, also
-when the start fails half-way; a real cluster's network, cgroups and containers are removed by
+when the start fails half-way; the cluster's network, cgroups and containers are removed by
 ``network.release``.
 """
 
@@ -27,7 +23,6 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -233,16 +228,11 @@ class Cluster:
     apiserver_port: int = 0
     nodes: str = "default"
     tie_to_parent: bool = False  # kill the processes if the starting process dies (pytest)
-    kubelet: str = field(default_factory=lambda: os.environ.get("LLMBENCH_KUBELET", "real"))
     pids: dict[str, int] = field(default_factory=dict)
     start_seconds: float = 0.0
-    net_index: int = 0  # the cluster number of a real cluster (network.py); 0: none claimed
+    net_index: int = 0  # the cluster number (network.py); 0: none claimed
     #: seconds per start phase (images, network, control plane, nodes ...), for the figures
     phases: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def real(self) -> bool:
-        return self.kubelet == "real"
 
     @property
     def node_specs(self) -> tuple[node_mod.NodeSpec, ...]:
@@ -251,23 +241,20 @@ class Cluster:
     @property
     def net(self) -> network.ClusterNet:
         if not self.net_index:
-            raise ClusterError("this cluster has no network (process kubelet, or not started)")
+            raise ClusterError("this cluster has no network (not started)")
         return network.ClusterNet(self.net_index, tuple(n.name for n in self.node_specs))
 
     @property
     def host(self) -> str:
-        """The API server's address: the host's address on the cluster switch (real nodes)."""
-        return self.net.host_ip if self.real and self.net_index else "127.0.0.1"
+        """The API server's address: the host's address on the cluster switch."""
+        return self.net.host_ip if self.net_index else "127.0.0.1"
 
     def node_paths(self, node: str) -> node_mod.NodePaths:
         return node_mod.node_paths(self.net, node, cache_dir(), self.workdir)
 
     def container_pid(self, pod: dict) -> int:
-        """The host PID of a running pod's first container (``process://PID`` on the process
-        kubelet; the containerd task's PID on a real node)."""
+        """The host PID of a running pod's first container (its containerd task)."""
         cid = pod["status"]["containerStatuses"][0]["containerID"]
-        if cid.startswith("process://"):
-            return int(cid.removeprefix("process://"))
         sock = self.node_paths(pod["spec"]["nodeName"]).containerd_sock
         for line in images_mod.ctr(sock, "tasks", "ls").stdout.splitlines()[1:]:
             task, pid, *_ = line.split()
@@ -308,29 +295,27 @@ class Cluster:
 
     def _check_binaries(self) -> None:
         bins = bin_dir(self.version)
-        needed = [bins / c for c in COMPONENTS]
-        if self.real:
-            needed += [bins / c for c in NODE_COMPONENTS] + [coredns_binary()]
+        needed = [bins / c for c in (*COMPONENTS, *NODE_COMPONENTS)] + [coredns_binary()]
         missing = [p.name for p in needed if not p.is_file()]
         if missing:
             raise ClusterError(
                 f"step binaries: {', '.join(missing)} missing in {cache_dir()} — run "
                 f"'bash hack/cluster/build.sh {self.version}' (cold build ~15-20 min)"
             )
-        if self.real:
-            path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
-            absent = [t for t in NODE_TOOLS if shutil.which(t, path=path) is None]
-            if absent:
-                pkgs = " ".join(sorted({NODE_TOOLS[t] for t in absent}))
-                raise ClusterError(
-                    f"step packages: {', '.join(absent)} not found — run 'bash "
-                    f"hack/cluster/build.sh' (it installs them) or apt-get install -y {pkgs}"
-                )
-            if os.geteuid() != 0:
-                raise ClusterError(
-                    "step packages: real nodes need root (network namespaces, cgroups, "
-                    "containerd) — run as root, or LLMBENCH_KUBELET=process"
-                )
+        path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+        absent = [t for t in NODE_TOOLS if shutil.which(t, path=path) is None]
+        if absent:
+            pkgs = " ".join(sorted({NODE_TOOLS[t] for t in absent}))
+            raise ClusterError(
+                f"step packages: {', '.join(absent)} not found — run 'bash "
+                f"hack/cluster/build.sh' (it installs them) or apt-get install -y {pkgs}"
+            )
+        if os.geteuid() != 0:
+            raise ClusterError(
+                "step packages: the nodes need root (network namespaces, cgroups, containerd) "
+                "— run as root, or point the e2e tests at another cluster with "
+                "LLMBENCH_E2E_KUBECONFIG"
+            )
 
     def _phase(self, name: str, t0: float) -> float:
         now = time.monotonic()
@@ -341,13 +326,11 @@ class Cluster:
         bins = bin_dir(self.version)
         self._check_binaries()
         t = time.monotonic()
-        built: dict[str, images_mod.Image] = {}
-        if self.real:
-            try:
-                built = images_mod.built_images()
-            except images_mod.ImageError as exc:
-                raise ClusterError(str(exc)) from None
-            t = self._phase("images-build", t)
+        try:
+            built = images_mod.built_images()
+        except images_mod.ImageError as exc:
+            raise ClusterError(str(exc)) from None
+        t = self._phase("images-build", t)
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.state_file.exists():
             old = json.loads(self.state_file.read_text())
@@ -356,31 +339,29 @@ class Cluster:
                     f"step workdir: a cluster is still running from {self.workdir} — "
                     f"stop it first (hack/cluster/down.sh {self.workdir})"
                 )
-        for sub in ("etcd", "logs", "pods"):
+        for sub in ("etcd", "logs"):
             d = self.workdir / sub
             if d.exists():
                 subprocess.run(["rm", "-rf", str(d)], check=False)
             d.mkdir(parents=True)
-        if self.real:
-            try:
-                net = network.claim(self.workdir, [n.name for n in self.node_specs])
-                self.net_index = net.index
-                self._save_state()
-                network.setup(net)
-            except network.NetworkError as exc:
-                raise ClusterError(str(exc)) from None
-            t = self._phase("network", t)
+        try:
+            net = network.claim(self.workdir, [n.name for n in self.node_specs])
+            self.net_index = net.index
+            self._save_state()
+            network.setup(net)
+        except network.NetworkError as exc:
+            raise ClusterError(str(exc)) from None
+        t = self._phase("network", t)
         pki = self.workdir / "pki"
-        make_pki(pki, (self.net.host_ip, self.net.kubernetes_service_ip) if self.real
-                 else ("10.0.0.1",))
+        make_pki(pki, (net.host_ip, net.kubernetes_service_ip))
 
         if self.apiserver_port:
             check_port_free(self.apiserver_port, "kube-apiserver", self.host)
         else:
             self.apiserver_port = free_port(self.host)
-        etcd_port, peer_port, kubelet_port = free_port(), free_port(), free_port()
+        etcd_port, peer_port = free_port(), free_port()
         tokens = {n: os.urandom(16).hex() for n in ("admin", "cm", "sched", "proxy", "dns")}
-        node_tokens = {n.name: os.urandom(16).hex() for n in self.node_specs} if self.real else {}
+        node_tokens = {n.name: os.urandom(16).hex() for n in self.node_specs}
         (self.workdir / "admin.token").write_text(tokens["admin"])
         (pki / "tokens.csv").write_text(
             f'{tokens["admin"]},admin,admin,"system:masters"\n'
@@ -433,7 +414,6 @@ class Cluster:
                 str(2 << 30),
             ],
         )
-        service_cidr = self.net.service_cidr if self.real else "10.0.0.0/24"
         self._spawn(
             "kube-apiserver",
             [
@@ -451,7 +431,7 @@ class Cluster:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
-                f"--service-cluster-ip-range={service_cidr}",
+                f"--service-cluster-ip-range={net.service_cidr}",
                 "--allow-privileged=true",
                 "--kubelet-preferred-address-types=InternalIP",
                 f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
@@ -498,20 +478,11 @@ class Cluster:
             ],
         )
         t = self._phase("control-plane", t)
-        if self.real:
-            self._start_dns(tokens["dns"], pki)
-            self._start_nodes(built, node_tokens, tokens["proxy"], pki)
-            t = self._phase("nodes-start", t)
-        else:
-            self._spawn("kubelet", [
-                sys.executable, str(Path(__file__).with_name("kubelet.py")),
-                "--kubeconfig", str(self.kubeconfig), "--dir", str(self.workdir / "pods"),
-                "--nodes", self.nodes, "--port", str(kubelet_port),
-                "--tls-cert", str(pki / "apiserver.crt"), "--tls-key", str(pki / "apiserver.key"),
-            ])
+        self._start_dns(tokens["dns"], pki)
+        self._start_nodes(built, node_tokens, tokens["proxy"], pki)
+        t = self._phase("nodes-start", t)
         self._wait_settled(timeout)
-        if self.real:
-            self._phase("nodes-ready", t)
+        self._phase("nodes-ready", t)
         self._save_state()
 
     # ---------------------------------------------------------------- real nodes
@@ -676,7 +647,6 @@ class Cluster:
             json.dumps(
                 {
                     "pids": self.pids,
-                    "kubelet": self.kubelet,
                     "net_index": self.net_index,
                     "phases": self.phases,
                     "apiserver_port": self.apiserver_port,
@@ -756,14 +726,13 @@ class Cluster:
                             for c in n.get("status", {}).get("conditions", [])
                         )
                     ]
-                    if self.real:
-                        gpus_ok = all([self._advertise_gpus(n) for n in items])
-                        if len(items) < len(self.node_specs):
-                            ready = []
-                        elif not gpus_ok:
-                            waiting = "nvidia.com/gpu in the GPU nodes' allocatable"
-                            time.sleep(0.25)
-                            continue
+                    gpus_ok = all([self._advertise_gpus(n) for n in items])
+                    if len(items) < len(self.node_specs):
+                        ready = []
+                    elif not gpus_ok:
+                        waiting = "nvidia.com/gpu in the GPU nodes' allocatable"
+                        time.sleep(0.25)
+                        continue
                     if (
                         items
                         and len(ready) == len(items)
@@ -774,8 +743,7 @@ class Cluster:
                         )
                     ):
                         return
-                    who = "the kubelets" if self.real else "the process kubelet"
-                    waiting = f"Ready nodes from {who} ({len(ready)}/{len(self.node_specs)})"
+                    waiting = f"Ready nodes ({len(ready)}/{len(self.node_specs)})"
             time.sleep(0.25)
         raise ClusterError(
             f"step wait-settled: still waiting for {waiting} after {timeout:.0f}s; "
@@ -790,25 +758,13 @@ class Cluster:
         return {n: rss_bytes(p) for n, p in self.pids.items() if _alive(p)}
 
     def release_network(self) -> None:
-        """A real cluster's containers, namespaces, cgroups and cluster number (network.py)."""
-        if self.real and self.net_index:
+        """The cluster's containers, namespaces, cgroups and cluster number (network.py)."""
+        if self.net_index:
             network.release(self.net)
             self.net_index = 0
 
-    def kill_pod_processes(self) -> None:
-        """Pod processes left behind by a kubelet that died without cleaning up."""
-        pods = self.workdir / "pods"
-        for pidfile in pods.glob("*/containers/*/pid"):
-            try:
-                pid = int(pidfile.read_text())
-                if os.readlink(f"/proc/{pid}/cwd").startswith(str(pods)):
-                    _signal_group(pid, signal.SIGKILL)
-            except (ValueError, OSError):
-                pass
-
     def stop(self, grace: float = 10.0) -> None:
         stop_pids(self.pids, grace)
-        self.kill_pod_processes()
         self.release_network()
         for proc in getattr(self, "_procs", {}).values():
             try:
@@ -826,7 +782,6 @@ class Cluster:
             workdir=workdir,
             version=st.get("version", K8S_VERSION),
             apiserver_port=st.get("apiserver_port", 0),
-            kubelet=st.get("kubelet", "process"),
             net_index=st.get("net_index", 0),
         )
         c.pids = {k: int(v) for k, v in st.get("pids", {}).items()}
