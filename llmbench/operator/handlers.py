@@ -73,9 +73,11 @@ from llmbench.operator.status import (
     decide,
     digest_patch,
     history_entry,
+    image_pull_failure,
     job_failure_message,
     job_outcome,
     now,
+    oom_killed,
     runner_nodes,
     runner_pod_conditions,
     set_condition,
@@ -744,9 +746,11 @@ async def on_job(body: kopf.Body, type: str, **_: Any) -> None:  # noqa: A002 - 
 
 
 async def finish_run(
-    namespace: str, name: str, run: int, job: dict[str, Any], outcome: str
+    namespace: str, name: str, run: int, job: dict[str, Any], outcome: str,
+    reason: str | None = None,
 ) -> None:
-    """Idempotent: a second call for a finished run changes nothing."""
+    """Idempotent: a second call for a finished run changes nothing. ``reason``: why the run
+    failed when the Job cannot say (a runner image that cannot be pulled)."""
     k = kube()
     async with _lock(namespace, name):
         try:
@@ -783,7 +787,7 @@ async def finish_run(
         elif outcome == "Succeeded":
             failed = True
         if failed:
-            why = (digest.failed if digest is not None and digest.failed else None) or (
+            why = reason or (digest.failed if digest is not None and digest.failed else None) or (
                 f"{len(failed_points)} point(s) failed; first: {failed_points[0].name}: "
                 f"{failed_points[0].reason}"
                 if failed_points
@@ -791,6 +795,11 @@ async def finish_run(
                 if outcome == "Failed"
                 else "the runner reported nothing"
             )
+            if outcome == "Failed" and reason is None:  # the kernel's word beats "backoff"
+                pods = await k.list_pods(
+                    namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+                oom = oom_killed(pods)
+                why = f"{why}; {oom}" if oom else why
             fields.update(phase="Failed", message=f"run {run} failed: {why}")
             conds += [
                 condition("Succeeded", False, "RunFailed", why, gen),
@@ -916,3 +925,7 @@ async def on_runner_pod(body: kopf.Body, type: str, **_: Any) -> None:  # noqa: 
             fields["stack"] = stack
         if changed or fields:
             await _write(namespace, name, fields, changed, body=bench)
+    pull = image_pull_failure(body)
+    if pull is not None:  # the Job would wait for the image until its deadline
+        await finish_run(namespace, name, run, {}, "Failed", reason=pull)
+        await kube().delete("Job", namespace, run_name(name, run))
