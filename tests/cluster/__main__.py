@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from .controlplane import Cluster, ClusterError, stop_pids
+from .controlplane import Cluster, ClusterError
+from .processes import stop_pids
 
 DEFAULT_DIR = os.environ.get("LLMBENCH_CLUSTER_DIR", "/tmp/llmbench-cluster")
 

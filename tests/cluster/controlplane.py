@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -33,6 +32,7 @@ from pathlib import Path
 from . import images as images_mod
 from . import network
 from . import node as node_mod
+from .processes import alive, die_with_parent, rss_bytes, stop_pids
 
 K8S_VERSION = os.environ.get("LLMBENCH_K8S_VERSION", "v1.35.4")
 SIM_VERSION = os.environ.get("LLMBENCH_SIM_VERSION", "v0.10.2")
@@ -81,28 +81,6 @@ def check_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
                 f"step ports: {host}:{port} ({what}) is already in use ({exc.strerror}) — "
                 f"stop whatever listens there (ss -ltnp 'sport = :{port}') or pick another port"
             ) from None
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of pid plus all its descendants (Linux /proc)."""
-    total = 0
-    todo = [pid]
-    seen: set[int] = set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-            for tid in os.listdir(f"/proc/{p}/task"):
-                children = Path(f"/proc/{p}/task/{tid}/children").read_text().split()
-                todo.extend(int(c) for c in children)
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return total
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -208,15 +186,6 @@ def write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -
     }
     path.write_text(yaml.safe_dump(cfg))
     path.chmod(0o600)
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
 
 
 @dataclass
@@ -334,7 +303,7 @@ class Cluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.state_file.exists():
             old = json.loads(self.state_file.read_text())
-            if any(_alive(p) for p in old.get("pids", {}).values()):
+            if any(alive(p) for p in old.get("pids", {}).values()):
                 raise ClusterError(
                     f"step workdir: a cluster is still running from {self.workdir} — "
                     f"stop it first (hack/cluster/down.sh {self.workdir})"
@@ -555,7 +524,7 @@ class Cluster:
             name = f"containerd-{spec.name}"
             deadline = time.monotonic() + 60
             while True:
-                self._check_alive()
+                self._checkalive()
                 if sock.exists() and images_mod.ctr(sock, "version", timeout=10).returncode == 0:
                     break
                 if time.monotonic() > deadline:
@@ -608,7 +577,7 @@ class Cluster:
                 cwd=cwd or self.workdir,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if self.tie_to_parent else None,
+                preexec_fn=die_with_parent if self.tie_to_parent else None,
             )
         except OSError as exc:
             raise ClusterError(f"step start-{name}: cannot execute {argv[0]}: {exc}") from None
@@ -619,7 +588,7 @@ class Cluster:
         self._procs[name] = proc
         self._save_state()
 
-    def _check_alive(self) -> None:
+    def _checkalive(self) -> None:
         for name, proc in getattr(self, "_procs", {}).items():
             if proc.poll() is not None:
                 tail = self.log_tail(name)
@@ -688,7 +657,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            self._check_alive()
+            self._checkalive()
             try:
                 code, body = self.api("/readyz", timeout=2)
                 if code == 200:
@@ -707,7 +676,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         waiting = "default ServiceAccount"
         while time.monotonic() < deadline:
-            self._check_alive()
+            self._checkalive()
             code, _ = self.api("/api/v1/namespaces/default/serviceaccounts/default")
             if code != 200:
                 waiting = "default ServiceAccount (kube-controller-manager)"
@@ -752,10 +721,10 @@ class Cluster:
 
     # ---------------------------------------------------------------- inspect / stop
     def total_rss(self) -> int:
-        return sum(rss_bytes(p) for p in self.pids.values() if _alive(p))
+        return sum(rss_bytes(p) for p in self.pids.values() if alive(p))
 
     def rss_by_component(self) -> dict[str, int]:
-        return {n: rss_bytes(p) for n, p in self.pids.items() if _alive(p)}
+        return {n: rss_bytes(p) for n, p in self.pids.items() if alive(p)}
 
     def release_network(self) -> None:
         """The cluster's containers, namespaces, cgroups and cluster number (network.py)."""
@@ -786,42 +755,3 @@ class Cluster:
         )
         c.pids = {k: int(v) for k, v in st.get("pids", {}).items()}
         return c
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
-def stop_pids(pids: dict[str, int], grace: float = 10.0) -> None:
-    """SIGTERM in reverse start order (kubelet first, etcd last), then SIGKILL stragglers.
-
-    Every component runs in its own session, so its whole process group is signalled."""
-    order = list(pids.items())[::-1]
-    for _name, pid in order:
-        _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _alive(pid):
-            _signal_group(pid, signal.SIGKILL)
-    for _name, pid in order:  # children of groups (e.g. pod processes) die with their group
-        _signal_group(pid, signal.SIGKILL)
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass

@@ -38,6 +38,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .processes import alive
+
 RUN_DIR = Path(os.environ.get("LLMBENCH_NET_DIR", "/run/llmbench-clusters"))
 MAX_CLUSTERS = 40
 CGROUP_FS = Path("/sys/fs/cgroup")
@@ -233,31 +235,18 @@ def remove_cgroup(root: str, timeout: float = 15.0) -> None:
 # --------------------------------------------------------------------------------- claims
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
 def _claim_alive(claim: dict[str, object]) -> bool:
     """Whether the cluster behind a claim still runs: its claimant, or any process its
     ``state.json`` lists."""
     owner = claim.get("pid")
-    if isinstance(owner, int) and _alive(owner):
+    if isinstance(owner, int) and alive(owner):
         return True
     state = Path(str(claim.get("workdir", ""))) / "state.json"
     try:
         pids = json.loads(state.read_text()).get("pids", {})
     except (OSError, ValueError):
         return False
-    return any(isinstance(p, int) and _alive(p) for p in pids.values())
+    return any(isinstance(p, int) and alive(p) for p in pids.values())
 
 
 @contextlib.contextmanager

@@ -34,7 +34,8 @@ from tests.cluster import (
     sim_binary,
 )
 from tests.cluster import node as node_mod
-from tests.cluster.controlplane import COREDNS_VERSION, NODE_COMPONENTS, _alive, coredns_binary
+from tests.cluster.controlplane import COREDNS_VERSION, NODE_COMPONENTS, coredns_binary
+from tests.cluster.processes import alive
 
 pytestmark = [
     pytest.mark.e2e,
@@ -263,8 +264,8 @@ def test_half_started_cluster_is_torn_down(tmp_path, monkeypatch):
         c.start(timeout=90)
     assert {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns",
             "containerd-gpu-node-a", "kube-proxy-gpu-node-a"} <= set(started), started
-    alive = {n: p for n, p in started.items() if _alive(p)}
-    assert not alive, f"left running after a failed start: {alive}"
+    left = {n: p for n, p in started.items() if alive(p)}
+    assert not left, f"left running after a failed start: {left}"
     assert not claimed(tmp_path / "c"), "the cluster number stayed claimed"
     assert not network_of(index[0]) or claimed_by_another(index[0], tmp_path / "c")
 
@@ -306,7 +307,7 @@ def test_shell_scripts_print_start_time_and_rss_and_stop_everything(tmp_path):
         pids = Cluster.from_state(d).pids if (d / "state.json").exists() else {}
         down = run(["bash", str(scripts / "down.sh"), "--dir", str(d)], env=env)
     assert down.returncode == 0, down.stderr
-    assert pids and not [p for p in pids.values() if _alive(p)]
+    assert pids and not [p for p in pids.values() if alive(p)]
 
 
 def test_a_missing_debian_package_is_named_with_its_fix(tmp_path):
