@@ -36,8 +36,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from distortion import WAVES
-from harness import llmbench_profile, reset_truth, server_truth, settle, start_sim, stop_sim
+from distortion import WAVES, _wave_run
+from harness import reset_truth, server_truth, settle, start_sim, stop_sim
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -160,22 +160,15 @@ def client_in_a_pod(kube: Kube, ns: str, image: str, w: dict[str, int]) -> dict[
 
 def one_run(way: str, w: dict[str, int], host_url: str, svc_url: str, kube: Kube, ns: str,
             image: str) -> dict[str, float]:
-    url = host_url if way == "host" else svc_url
-    reset_truth(url)
-    if way == "pod -> svc":
-        r = client_in_a_pod(kube, ns, image, w)
-        ttft, itl, cpu = r["ttft"], r["itl"], r["cpu"]
-    else:
-        s = llmbench_profile(url, w["c"], w["n"], w["osl"], "--event-loop", "uvloop",
-                             "--warmup-request-count", "0", isl=w["isl"])
-        if s["errors"]["total"]:
-            raise RuntimeError(f"llmbench saw errors: {s['errors']}")
-        ttft, itl, cpu = (s["time_to_first_token"]["avg"], s["inter_token_latency"]["avg"],
-                          s["_cpu_s"])
-    truth = server_truth(url)
+    """One run of ``way``: its TTFT above the sim's record, the sim's TTFT, CPU, ITL error."""
+    if way != "pod -> svc":  # a host client: distortion.py's own run of llmbench on uvloop
+        return _wave_run(host_url if way == "host" else svc_url, "llmbench uvloop", w)
+    reset_truth(svc_url)
+    r = client_in_a_pod(kube, ns, image, w)
+    truth = server_truth(svc_url)
     settle()
-    return {"err": ttft - truth["ttft_mean_ms"], "server_ttft": truth["ttft_mean_ms"],
-            "ttft": ttft, "cpu": cpu, "itl_err": itl / truth["itl_mean_ms"] - 1}
+    return {"err": r["ttft"] - truth["ttft_mean_ms"], "server_ttft": truth["ttft_mean_ms"],
+            "ttft": r["ttft"], "cpu": r["cpu"], "itl_err": r["itl"] / truth["itl_mean_ms"] - 1}
 
 
 def main() -> None:
