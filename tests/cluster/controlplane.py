@@ -95,7 +95,7 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise ClusterError(f"step pki: openssl {args[0]} failed: {err}") from None
 
 
-def make_pki(pki: Path, ips: tuple[str, ...] = ("10.0.0.1",)) -> None:
+def make_pki(pki: Path, ips: tuple[str, ...]) -> None:
     """CA, apiserver serving cert (127.0.0.1, ``ips``, localhost, kubernetes.default.svc), SA
     key pair, and the apiserver's client certificate for the kubelets (``logs``, ``exec``)."""
     pki.mkdir(parents=True, exist_ok=True)
@@ -337,6 +337,8 @@ class Cluster:
             f"{tokens['cm']},system:kube-controller-manager,kcm\n"
             f"{tokens['sched']},system:kube-scheduler,ksched\n"
             f"{tokens['proxy']},system:kube-proxy,kproxy\n"
+            # CoreDNS only reads Services, EndpointSlices, pods and namespaces; the bootstrap
+            # roles have none for it, and this is a throwaway cluster's DNS
             f'{tokens["dns"]},llmbench:coredns,coredns,"system:masters"\n'
             + "".join(f'{tok},system:node:{name},node-{name},"system:nodes"\n'
                       for name, tok in node_tokens.items())
@@ -470,6 +472,8 @@ class Cluster:
     def _start_nodes(self, built: dict[str, images_mod.Image], node_tokens: dict[str, str],
                      proxy_token: str, pki: Path) -> None:
         """containerd on every node, the images imported, then kube-proxy and the kubelet."""
+        import yaml
+
         net, bins = self.net, bin_dir(self.version)
         pause = built["pause"].ref
         for spec in self.node_specs:
@@ -496,8 +500,6 @@ class Cluster:
             proxy_kubeconfig = paths.run / "kube-proxy.kubeconfig"
             write_kubeconfig(proxy_kubeconfig, self.server, pki / "ca.crt", proxy_token,
                              "system:kube-proxy")
-            import yaml
-
             kcfg = paths.run / "kubelet.yaml"
             kcfg.write_text(yaml.safe_dump(
                 node_mod.kubelet_config(net, spec.name, paths, pki / "ca.crt")))
@@ -524,7 +526,7 @@ class Cluster:
             name = f"containerd-{spec.name}"
             deadline = time.monotonic() + 60
             while True:
-                self._checkalive()
+                self._check_alive()
                 if sock.exists() and images_mod.ctr(sock, "version", timeout=10).returncode == 0:
                     break
                 if time.monotonic() > deadline:
@@ -588,7 +590,7 @@ class Cluster:
         self._procs[name] = proc
         self._save_state()
 
-    def _checkalive(self) -> None:
+    def _check_alive(self) -> None:
         for name, proc in getattr(self, "_procs", {}).items():
             if proc.poll() is not None:
                 tail = self.log_tail(name)
@@ -657,7 +659,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:
-            self._checkalive()
+            self._check_alive()
             try:
                 code, body = self.api("/readyz", timeout=2)
                 if code == 200:
@@ -676,7 +678,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         waiting = "default ServiceAccount"
         while time.monotonic() < deadline:
-            self._checkalive()
+            self._check_alive()
             code, _ = self.api("/api/v1/namespaces/default/serviceaccounts/default")
             if code != 200:
                 waiting = "default ServiceAccount (kube-controller-manager)"
