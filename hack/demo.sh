@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The whole product on this machine in one command: a Kubernetes control plane (the project's
-# test cluster: real API server, scheduler and controllers, pods as processes), the operator
-# installed by its Helm chart, `llmbench sim` as a 2-GPU inference Deployment on a GPU-shaped
-# node with a dcgm-exporter-format pod beside it, and a concurrency sweep applied as an
-# LLMBenchmark. Shows `kubectl get llmb` as it progresses and ends with the summary CSV, the
-# knee and where the artefacts are.
+# The whole product on this machine in one command: a Kubernetes cluster (the project's test
+# cluster: real API server, scheduler, controllers and CoreDNS; real nodes running containerd,
+# the kubelet and kube-proxy), the images built here from the Dockerfile (hack/image/build.sh),
+# the operator installed by its Helm chart from that image, llm-d-inference-sim as a 2-GPU
+# inference Deployment behind a Service on a GPU node with the simulated dcgm-exporter beside
+# it, and a concurrency sweep applied as an LLMBenchmark against the Service. Shows
+# `kubectl get llmb` as it progresses and ends with the summary CSV, the knee and where the
+# artefacts are.
 #
-#   bash hack/demo.sh [--dir DIR] [--quick]     # cold: ~11 min to build the binaries once
+#   bash hack/demo.sh [--dir DIR] [--quick]     # cold: ~20 min to build binaries and images once
 #   bash hack/demo.sh --down [--dir DIR]        # stop everything it started
 #
 # --quick runs a 3-point sweep with fewer requests (what the tests use). A failing step names
@@ -21,7 +23,7 @@ while [[ $# -gt 0 ]]; do
     --dir) dir="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
     --down) down=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "demo: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -46,36 +48,42 @@ if [[ ! -x "$root/.venv/bin/llmbench" ]] || ! "$py" -c "import kopf, kubernetes"
   "$root/.venv/bin/pip" install -q -e "$root[operator]"
 fi
 
-begin "cluster binaries" "bash hack/cluster/build.sh (needs Go and the Go module proxy)"
+begin "cluster binaries" "bash hack/cluster/build.sh (needs Go, the Go module proxy and apt-get as root)"
 bash "$root/hack/cluster/build.sh"
 helm="${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/helm-v3.22.0/bin/helm"
+
+begin "images" "bash hack/image/build.sh (needs root, the Debian mirror and PyPI); log ~/.cache/llmbench/images/build.log"
+images="$(bash "$root/hack/image/build.sh")"
+ref() { awk -v n="$1" '$1 == n { print $2 }' <<<"$images"; }
+llmbench_image="$(ref llmbench)"
 
 begin "control plane" "bash hack/cluster/down.sh --dir $dir, then run the demo again"
 bash "$root/hack/cluster/up.sh" --dir "$dir"
 export KUBECONFIG="$dir/admin.kubeconfig"
-free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+kubectl get nodes -o wide
 
 begin "operator (Helm chart)" "kubectl -n llmbench-system logs deploy/llmbench-operator"
 "$helm" install llmbench-operator "$root/charts/llmbench-operator" -n llmbench-system --create-namespace \
-  --set image.repository=llmbench --set image.tag=demo --set "liveness.port=$(free_port)" \
-  --set liveness.initialDelaySeconds=1 --set "metrics.port=$(free_port)" --wait --timeout 120s
-kubectl -n llmbench-system rollout status deploy/llmbench-operator --timeout=120s
+  --set "image.repository=${llmbench_image%:*}" --set "image.tag=${llmbench_image##*:}" \
+  --set liveness.initialDelaySeconds=1 --wait --timeout 180s
+kubectl -n llmbench-system rollout status deploy/llmbench-operator --timeout=180s
 
 begin "inference simulator" "kubectl -n llm-demo describe deploy/vllm"
-port=$(free_port)
-sed -e "s/@PORT@/$port/g" -e "s/@IMAGE@/llmbench:demo/g" "$root/hack/demo/target.yaml" \
-  | kubectl apply -f -
-kubectl -n llm-demo rollout status deploy/vllm --timeout=120s
+sed -e "s|@IMAGE@|$(ref sim)|g" "$root/hack/demo/target.yaml" | kubectl apply -f -
+artifacts="$dir/artifacts"
+install -d -o 65532 -g 65532 "$artifacts"
+sed -e "s|@DIR@|$artifacts|g" "$root/hack/demo/artifacts.yaml" | kubectl apply -f -
+kubectl -n llm-demo rollout status deploy/vllm --timeout=180s
 pod=$(kubectl -n llm-demo get pods -l app=vllm -o jsonpath='{.items[0].metadata.name}')
 
 begin "dcgm exporter" "kubectl -n llm-demo describe pod dcgm-exporter"
-sed -e "s/@DCGM_PORT@/$(free_port)/g" -e "s/@IMAGE@/llmbench:demo/g" -e "s/@TARGET_POD@/$pod/g" \
-  "$root/hack/demo/exporter.yaml" | kubectl apply -f -
-kubectl -n llm-demo wait --for=condition=Ready pod/dcgm-exporter --timeout=120s
+sed -e "s|@IMAGE@|$(ref dcgm)|g" -e "s/@TARGET_POD@/$pod/g" "$root/hack/demo/exporter.yaml" \
+  | kubectl apply -f -
+kubectl -n llm-demo wait --for=condition=Ready pod/dcgm-exporter --timeout=180s
 
 begin "benchmark" "kubectl -n llm-demo describe llmb demo"
 if [[ $quick == 1 ]]; then requests=16 max=4 stop=false; else requests=64 max=32 stop=true; fi
-sed -e "s/@PORT@/$port/g" -e "s/@REQUESTS@/$requests/g" -e "s/@MAX@/$max/g" -e "s/@STOP@/$stop/g" \
+sed -e "s/@REQUESTS@/$requests/g" -e "s/@MAX@/$max/g" -e "s/@STOP@/$stop/g" \
   "$root/hack/demo/benchmark.yaml" | kubectl apply -f -
 last="" phase=""
 for _ in $(seq 1 600); do
@@ -107,6 +115,8 @@ echo "== max load under SLO"
 kubectl -n llm-demo get llmb demo -o jsonpath='{.status.maxUnderSLO.message}{"\n"}'
 echo
 echo "results: kubectl -n llm-demo get configmap demo-run-1 -o yaml   (every point, the digest)"
-echo "artefacts of the runner pod: $(ls -d "$dir"/pods/llm-demo_demo-run-1-*/volumes/results \
-  2>/dev/null | tail -1)"
+echo "== the pods (containers on containerd:// nodes)"
+kubectl get pods -A -o wide | awk 'NR == 1 || /llm-demo|llmbench-system/'
+kubectl get nodes -o custom-columns=NODE:.metadata.name,RUNTIME:.status.nodeInfo.containerRuntimeVersion
+echo "artefacts (spec.artifacts.pvc, every point's GenAI-Perf folder and the HTML report): $artifacts/demo/run-1"
 echo "KUBECONFIG=$KUBECONFIG; stop everything: bash hack/demo.sh --down --dir $dir"

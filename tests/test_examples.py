@@ -1,7 +1,7 @@
 """Every shipped example parses, and every one that targets the local simulator runs.
 
 The API server's verdict on each example is ``tests/e2e/test_crd_admission.py``'s; here each
-manifest that points at ``http://127.0.0.1:8000`` (the laptop examples) is run with
+manifest that points at ``http://localhost:8000`` (the laptop examples) is run with
 ``llmbench analyze -f`` against a simulator, shortened but otherwise as shipped.
 """
 
@@ -20,7 +20,7 @@ from llmbench.cli import main
 from tests.shipped_examples import EXAMPLES, example_benchmarks
 from tests.sim_process import running_sim
 
-LOCAL = "http://127.0.0.1:8000"
+LOCAL = "http://localhost:8000"
 
 
 def test_every_example_benchmark_is_valid_and_the_kustomization_lists_real_files() -> None:

@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Build (or reuse) the binaries of the llmbench test control plane:
-#   kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes vX.Y.Z),
+# Build (or reuse) the binaries of the llmbench test cluster, and install the Debian packages
+# its real nodes need:
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy
+#   (k8s.io/kubernetes vX.Y.Z),
 #   etcd (go.etcd.io/etcd/server/v3 etcdmain, the version k8s pins),
 #   llm-d-inference-sim (the third-party vLLM simulator used as the "GPU inference pod"),
-#   helm (helm.sh/helm/v3, for the chart in charts/llmbench-operator and its tests).
+#   helm (helm.sh/helm/v3, for the chart in charts/llmbench-operator and its tests),
+#   coredns (github.com/coredns/coredns, the cluster DNS: bind, errors, log, kubernetes).
 #
 # Usage: hack/cluster/build.sh [k8s-version]      (default v1.35.4)
 # Cache: ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/k8s-<version>/bin/
 #        ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/llm-d-inference-sim-<version>/bin/
 #        ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/helm-<version>/bin/helm
+#        ${LLMBENCH_CACHE:-$HOME/.cache/llmbench}/coredns-<version>/bin/coredns
 # A warm run (all binaries present) exits in about a second.
+#
+# Packages (once per machine, before the binaries): containerd, runc, the CNI plugins,
+# iptables, conntrack, iproute2 (the nodes' runtime and network), buildah and debootstrap
+# (hack/image/build.sh builds the images with them; no container daemon is needed). Missing
+# ones are installed with apt-get (root; it waits up to 10 min for another apt run's lock);
+# LLMBENCH_NO_APT=1 only checks and names what is missing.
 #
 # Concurrency: a build holds an flock on $CACHE/.build.lock (a second run says whom it waits
 # for, then re-checks and usually finds the binaries built), works in a private
@@ -32,6 +42,9 @@ SIM_BIN="$SIM_DIR/bin"
 HELM_VERSION="${LLMBENCH_HELM_VERSION:-v3.22.0}"
 HELM_DIR="$CACHE/helm-$HELM_VERSION"
 HELM_BIN="$HELM_DIR/bin"
+COREDNS_VERSION="${LLMBENCH_COREDNS_VERSION:-v1.13.1}"
+COREDNS_DIR="$CACHE/coredns-$COREDNS_VERSION"
+COREDNS_BIN="$COREDNS_DIR/bin"
 LOCK="$CACHE/.build.lock"
 JOBS="${LLMBENCH_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
@@ -42,16 +55,61 @@ die() { echo "hack/cluster/build.sh: $*" >&2; exit 1; }
 MINOR="${BASH_REMATCH[1]}"
 STAGING_VERSION="v0.${MINOR}.${BASH_REMATCH[2]}"
 
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler)
+# ---- Debian packages of the real nodes (once per machine) -----------------------------------
+# package:command-it-provides (the command proves the package works, not only that dpkg has it)
+NODE_PKGS=(containerd:containerd runc:runc containernetworking-plugins:/usr/lib/cni/bridge
+  iptables:iptables conntrack:conntrack iproute2:ip buildah:buildah debootstrap:debootstrap
+  util-linux:nsenter)
+missing_pkgs() {
+  local entry pkg cmd
+  for entry in "${NODE_PKGS[@]}"; do
+    pkg="${entry%%:*}" cmd="${entry#*:}"
+    if [[ "$cmd" == /* ]]; then [[ -x "$cmd" ]] || echo "$pkg"
+    else PATH="$PATH:/usr/sbin:/sbin" command -v "$cmd" >/dev/null 2>&1 || echo "$pkg"
+    fi
+  done
+}
+ensure_packages() {
+  local missing
+  missing="$(missing_pkgs | tr '\n' ' ')"; missing="${missing% }"
+  [[ -z "$missing" ]] && return 0
+  local fix="apt-get install -y --no-install-recommends $missing"
+  [[ "${LLMBENCH_NO_APT:-0}" == 1 ]] \
+    && die "step packages: missing Debian package(s): $missing — install them as root: $fix"
+  [[ "$(id -u)" == 0 ]] \
+    || die "step packages: missing Debian package(s): $missing — run as root: $fix (or sudo)"
+  command -v apt-get >/dev/null 2>&1 \
+    || die "step packages: missing $missing and no apt-get here — install them with your distribution's package manager"
+  mkdir -p "$CACHE"
+  local log="$CACHE/apt.log" apt=(apt-get -o DPkg::Lock::Timeout=600 -q)
+  echo "step packages: installing $missing (apt-get; log $log)"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! "${apt[@]}" install -y --no-install-recommends $missing >"$log" 2>&1; then
+    echo "step packages: first try failed ($(tail -1 "$log")); apt-get update and retry"
+    "${apt[@]}" update >>"$log" 2>&1 || true
+    "${apt[@]}" install -y --no-install-recommends $missing >>"$log" 2>&1 || true
+  fi
+  missing="$(missing_pkgs | tr '\n' ' ')"; missing="${missing% }"
+  [[ -z "$missing" ]] \
+    || die "step packages: still missing $missing after apt-get ($(grep -E '^E:' "$log" | tail -1 || tail -1 "$log")) — fix apt (sources, network), then: $fix"
+  echo "step packages: installed ($(containerd --version | awk '{print $1, $3}'), $(runc --version | head -1))"
+}
+ensure_packages
+
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 check_cached() {
   need_k8s=0
-  for c in "${K8S_CMDS[@]}" etcd; do [[ -x "$BIN/$c" ]] || need_k8s=1; done
+  missing_cmds=()
+  for c in "${K8S_CMDS[@]}"; do [[ -x "$BIN/$c" ]] || missing_cmds+=("$c"); done
+  if [[ ${#missing_cmds[@]} -gt 0 || ! -x "$BIN/etcd" ]]; then need_k8s=1; fi
   need_sim=0
   [[ -x "$SIM_BIN/llm-d-inference-sim" ]] || need_sim=1
   need_helm=0
   [[ -x "$HELM_BIN/helm" ]] || need_helm=1
-  if [[ $need_k8s == 0 && $need_sim == 0 && $need_helm == 0 ]]; then
-    echo "cluster binaries: cached in $BIN, $SIM_BIN and $HELM_BIN (warm, nothing to build)"
+  need_dns=0
+  [[ -x "$COREDNS_BIN/coredns" ]] || need_dns=1
+  if [[ $need_k8s == 0 && $need_sim == 0 && $need_helm == 0 && $need_dns == 0 ]]; then
+    echo "cluster binaries: cached in $BIN, $SIM_BIN, $HELM_BIN and $COREDNS_BIN (warm, nothing to build)"
     exit 0
   fi
 }
@@ -145,6 +203,8 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )
 EOF
   cat >"$SRC/etcd/main.go" <<'EOF'
@@ -165,13 +225,27 @@ EOF
   ver_pkg=k8s.io/component-base/version
   ldflags="-s -w -X $ver_pkg.gitVersion=$K8S_VERSION -X $ver_pkg.gitMajor=1 -X $ver_pkg.gitMinor=$MINOR"
   ldflags+=" -X $ver_pkg.gitTreeState=clean -X $ver_pkg.buildDate=1970-01-01T00:00:00Z"
-  echo "step compile: go build ${K8S_CMDS[*]} etcd (-p $JOBS; a cold build takes ~10-15 min on 2 cores)"
-  (cd "$SRC" && "$GO" build -p "$JOBS" -ldflags "$ldflags" -o "$OUT/" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-      k8s.io/kubernetes/cmd/kube-scheduler >"$K8S_DIR/build.log" 2>&1 \
-    && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$OUT/etcd" ./etcd >>"$K8S_DIR/build.log" 2>&1) \
-    || die "step compile: go build failed (see $K8S_DIR/build.log: $(tail -1 "$K8S_DIR/build.log"))"
-  "$OUT/kube-apiserver" --version || die "step compile: the built kube-apiserver does not run (see $K8S_DIR/build.log)"
+  # Only what is missing is compiled (a cache from an older build.sh has the control plane
+  # but not kubelet/kube-proxy); the binaries already there are copied into the new bin/.
+  pkgs=()
+  for c in "${missing_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  echo "step compile: go build ${missing_cmds[*]:-} $([[ -x "$BIN/etcd" ]] || echo etcd) (-p $JOBS; a cold build of all takes ~15-20 min on 2 cores)"
+  : >"$K8S_DIR/build.log"
+  if [[ ${#pkgs[@]} -gt 0 ]]; then
+    (cd "$SRC" && "$GO" build -p "$JOBS" -ldflags "$ldflags" -o "$OUT/" "${pkgs[@]}" >>"$K8S_DIR/build.log" 2>&1) \
+      || die "step compile: go build failed (see $K8S_DIR/build.log: $(tail -1 "$K8S_DIR/build.log"))"
+  fi
+  if [[ ! -x "$BIN/etcd" ]]; then
+    (cd "$SRC" && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$OUT/etcd" ./etcd >>"$K8S_DIR/build.log" 2>&1) \
+      || die "step compile: go build etcd failed (see $K8S_DIR/build.log: $(tail -1 "$K8S_DIR/build.log"))"
+  fi
+  for c in "${K8S_CMDS[@]}" etcd; do
+    [[ -x "$OUT/$c" ]] || cp -p "$BIN/$c" "$OUT/$c" || die "step install: cannot copy $BIN/$c"
+  done
+  for c in kube-apiserver kubelet kube-proxy; do
+    "$OUT/$c" --version >/dev/null || die "step compile: the built $c does not run (see $K8S_DIR/build.log)"
+  done
+  "$OUT/kubelet" --version
   "$OUT/etcd" --version | sed -n 1p
   install_bin "$OUT" "$BIN"
 fi
@@ -229,5 +303,45 @@ if [[ $need_helm == 1 ]]; then
   install_bin "$HOUT" "$HELM_BIN"
 fi
 
+# ---- CoreDNS (the cluster DNS: Service names like vllm.<ns>.svc for target.service) ------------
+if [[ $need_dns == 1 ]]; then
+  # A CoreDNS with only the plugins the test cluster uses (CoreDNS's documented way to pick
+  # plugins: its own main with dnsserver.Directives), so only their modules are compiled.
+  DSRC="$TMP/coredns-src"
+  DOUT="$TMP/coredns-bin"
+  mkdir -p "$DSRC" "$DOUT" "$COREDNS_DIR"
+  printf 'module llmbench.local/corednsbuild\n\ngo 1.25.0\n\nrequire github.com/coredns/coredns %s\n' \
+    "$COREDNS_VERSION" >"$DSRC/go.mod"
+  cat >"$DSRC/main.go" <<'EOF'
+// CoreDNS with the plugins of the llmbench test cluster's DNS: bind (one address per
+// cluster), errors, log, kubernetes (Service and pod records from the API server).
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/log"
+)
+
+func init() {
+	dnsserver.Directives = []string{"bind", "errors", "log", "kubernetes"}
+}
+
+func main() { coremain.Run() }
+EOF
+  echo "step download: resolving github.com/coredns/coredns@$COREDNS_VERSION"
+  (cd "$DSRC" && "$GO" mod tidy >"$COREDNS_DIR/tidy.log" 2>&1) \
+    || die "step download: coredns $COREDNS_VERSION: 'go mod tidy' failed (see $COREDNS_DIR/tidy.log: $(tail -1 "$COREDNS_DIR/tidy.log")) — check network/GOPROXY"
+  echo "step compile: go build coredns $COREDNS_VERSION (bind, errors, log, kubernetes)"
+  (cd "$DSRC" && "$GO" build -p "$JOBS" -ldflags "-s -w" -o "$DOUT/coredns" . >"$COREDNS_DIR/build.log" 2>&1) \
+    || die "step compile: building coredns $COREDNS_VERSION failed (see $COREDNS_DIR/build.log: $(tail -1 "$COREDNS_DIR/build.log"))"
+  "$DOUT/coredns" -version >/dev/null || die "step compile: the built coredns does not run (see $COREDNS_DIR/build.log)"
+  install_bin "$DOUT" "$COREDNS_BIN"
+fi
+
 end=$(date +%s)
-echo "cluster binaries: built in $((end - start)) s (cold build time) -> $BIN, $SIM_BIN, $HELM_BIN"
+echo "cluster binaries: built in $((end - start)) s (cold build time) -> $BIN, $SIM_BIN, $HELM_BIN, $COREDNS_BIN"

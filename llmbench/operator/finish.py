@@ -18,7 +18,7 @@ from typing import Any, Literal
 from llmbench.api.job import RunContext, run_name
 from llmbench.api.status import BenchmarkStatus, Condition, RunDigest, dump
 from llmbench.operator import baseline as baselines
-from llmbench.operator.build import owner_of
+from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, owner_of
 from llmbench.operator.kube import PRUNED_KINDS, NotFound
 from llmbench.operator.lease import release_lease
 from llmbench.operator.reconcile import reconcile
@@ -33,6 +33,7 @@ from llmbench.operator.status import (
     history_limit,
     job_failure_message,
     job_outcome,
+    oom_killed,
     status_of,
     validity_condition,
     with_history,
@@ -67,14 +68,16 @@ class RunOutcome:
 
 def run_outcome(
     run: int, job_state: str, job: Mapping[str, Any], digest: RunDigest | None,
-    generation: int | None,
+    generation: int | None, reason: str | None = None, oom: str | None = None,
 ) -> RunOutcome:
     """The end of run ``run`` (its Job ``Succeeded`` or ``Failed``, as ``job_state``).
 
     The run failed when its Job did, when the runner says the sweep failed as a whole or a
     point failed, or when a Job that succeeded left no digest (nothing to show for it). The
     reason is the most specific one known: the runner's, then the first failed point's, then
-    the Job's own condition.
+    the Job's own condition. ``reason`` replaces all of them when the operator ended the run
+    itself (a runner image that cannot be pulled); ``oom`` (the kernel's OOM kill of a runner
+    container) is added to a failed Job's reason, since the Job only says "backoff".
     """
     failed_points = [p for p in (digest.points if digest else []) if p.state == "Failed"]
     failed = (
@@ -90,7 +93,7 @@ def run_outcome(
     elif job_state == "Succeeded":
         failed = True
     if failed:
-        why = (digest.failed if digest is not None and digest.failed else None) or (
+        why = reason or (digest.failed if digest is not None and digest.failed else None) or (
             f"{len(failed_points)} point(s) failed; first: {failed_points[0].name}: "
             f"{failed_points[0].reason}"
             if failed_points
@@ -98,6 +101,8 @@ def run_outcome(
             if job_state == "Failed"
             else "the runner reported nothing"
         )
+        if oom and job_state == "Failed" and reason is None:
+            why = f"{why}; {oom}"
         return RunOutcome("Failed", f"run {run} failed: {why}", conds + [
             condition("Succeeded", False, "RunFailed", why, generation),
             condition("Running", False, "RunFailed", why, generation),
@@ -128,7 +133,7 @@ class Final:
 def final_status(
     name: str, run: int, status: BenchmarkStatus, spec: Mapping[str, Any], job_state: str,
     job: Mapping[str, Any], digest: RunDigest | None, csv: str | None,
-    context: RunContext | None, at: datetime,
+    context: RunContext | None, at: datetime, reason: str | None = None, oom: str | None = None,
 ) -> Final:
     """The status patch that ends run ``run``: the digest's figures, phase and message,
     ``MeasurementValid``/``Succeeded``/``Running``/``Regressed``, the regression verdict, the
@@ -137,7 +142,7 @@ def final_status(
     fields: dict[str, Any] = {"lastRunTime": rfc3339(at), **next_run_fields(spec, at)}
     if digest is not None:
         fields.update(digest_patch(digest, csv))
-    outcome = run_outcome(run, job_state, job, digest, gen)
+    outcome = run_outcome(run, job_state, job, digest, gen, reason, oom)
     fields.update(phase=outcome.phase, message=outcome.message)
     verdict = next((c.status for c in outcome.conditions if c.type == "MeasurementValid"), None)
     regressed = baselines.regressed_condition(
@@ -182,9 +187,11 @@ async def job_event(op: Operator, body: Mapping[str, Any], type: str) -> None:  
 
 
 async def finish_run(
-    op: Operator, namespace: str, name: str, run: int, job: dict[str, Any], outcome: str
+    op: Operator, namespace: str, name: str, run: int, job: dict[str, Any], outcome: str,
+    reason: str | None = None,
 ) -> None:
-    """Ends run ``run`` from its finished Job. Idempotent: a second call changes nothing."""
+    """Ends run ``run`` from its finished Job. Idempotent: a second call changes nothing.
+    ``reason``: why the run failed when the Job cannot say (see :func:`run_outcome`)."""
     async with op.locked(namespace, name) as body:
         if body is None:
             return
@@ -201,8 +208,12 @@ async def finish_run(
         except NotFound:
             pass
         context = context_of(cm)
+        oom = None
+        if outcome == "Failed" and reason is None:  # the kernel's word beats "backoff"
+            oom = oom_killed(await op.kube.list_pods(
+                namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}"))
         final = final_status(name, run, status, body.get("spec") or {}, outcome, job, digest,
-                             csv, context, at)
+                             csv, context, at, reason, oom)
         await write_status(op, body, final.patch, at)
     for old_run in final.dropped:  # spec.historyLimit: the oldest runs' objects go
         for kind in PRUNED_KINDS:

@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llmbench.api.job import run_name
 from llmbench.api.status import BenchmarkStatus, RunDigest, StackStatus, dump
 from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, REPLICAS_ANNOTATION, owner_of
+from llmbench.operator.finish import finish_run
 from llmbench.operator.results import read_digest
 from llmbench.operator.state import Operator
 from llmbench.operator.status import (
     Patch,
     digest_patch,
+    image_pull_failure,
     runner_nodes,
     runner_pod_conditions,
     shard_conditions,
@@ -133,3 +136,7 @@ async def runner_pod_event(op: Operator, body: Mapping[str, Any], type: str) -> 
         patch = runner_patch(status, body, pods, replicas)
         if patch.conditions or patch.fields:
             await write_status(op, bench, patch, op.clock.now())
+    pull = image_pull_failure(body)
+    if pull is not None:  # the Job would wait for the image until its deadline
+        await finish_run(op, namespace, name, run, {}, "Failed", reason=pull)
+        await op.kube.delete("Job", namespace, run_name(name, run))

@@ -27,6 +27,8 @@ __all__ = [
     "digest_patch",
     "history_entry",
     "history_limit",
+    "image_pull_failure",
+    "oom_killed",
     "with_history",
     "job_outcome",
     "current_runner_pods",
@@ -119,6 +121,40 @@ def job_failure_message(job: Mapping[str, Any]) -> str:
         if c.get("type") in ("Failed", "FailureTarget") and c.get("status") == "True":
             return f"{c.get('reason', 'Failed')}: {c.get('message', '')}".strip(": ")
     return "the runner Job failed"
+
+
+#: Waiting reasons after which the kubelet will not get the runner image by itself: it has
+#: tried and backs off (a transient registry error gets that one retry), or it never can.
+IMAGE_PULL_FAILURES = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def image_pull_failure(pod: Mapping[str, Any]) -> str | None:
+    """Why the runner pod's image cannot be pulled, or None: a run whose image never arrives
+    would otherwise stay Running until its deadline (the Job does not count pull errors)."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in IMAGE_PULL_FAILURES:
+            message = (waiting.get("message") or "").strip()
+            return (f"the runner image {cs.get('image', '')} cannot be pulled: "
+                    f"{waiting['reason']}{': ' + message if message else ''} — fix "
+                    "spec.runner.image (or the operator's --runner-image) or make the image "
+                    "available to the node")[:900]
+    return None
+
+
+def oom_killed(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """The kernel's OOM kill of a runner container (now or in a retried pod), named with the
+    limit and the fix, or None."""
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+                if ((state.get("terminated") or {}).get("reason")) == "OOMKilled":
+                    containers = (pod.get("spec") or {}).get("containers") or [{}]
+                    limit = ((containers[0].get("resources") or {}).get("limits") or {}).get(
+                        "memory", "?")
+                    return (f"the runner container was OOMKilled (limits.memory {limit}): "
+                            "raise spec.runner.limits.memory")
+    return None
 
 
 def runner_pod_conditions(pod: Mapping[str, Any], generation: int | None) -> list[Condition]:

@@ -105,7 +105,7 @@ def test_design_sketch_parses() -> None:
 def test_sim_example_parses() -> None:
     spec = Spec.from_manifest(yaml.safe_load((EXAMPLES / "llmbenchmark-sim.yaml").read_text()))
     assert spec.namespace is None
-    assert spec.target.base_url() == "http://127.0.0.1:8000"
+    assert spec.target.base_url() == "http://localhost:8000"
     assert spec.points() == [1, 2, 4, 8, 16, 32]
     assert spec.cost == Cost(price_per_hour=2.5, currency="EUR")
 

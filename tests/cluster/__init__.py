@@ -1,4 +1,4 @@
-"""llmbench test cluster: a real Kubernetes control plane plus a process kubelet.
+"""llmbench test cluster: a real Kubernetes control plane and real nodes on this machine.
 
 Shell: ``hack/cluster/build.sh``, ``hack/cluster/up.sh``, ``hack/cluster/down.sh``.
 Python: ``Cluster(workdir).start()`` / ``.stop()`` (see controlplane.py).

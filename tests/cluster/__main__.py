@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from .controlplane import Cluster, ClusterError, stop_pids
+from .controlplane import Cluster, ClusterError
+from .processes import stop_pids
 
 DEFAULT_DIR = os.environ.get("LLMBENCH_CLUSTER_DIR", "/tmp/llmbench-cluster")
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stop_pids(c.pids)
     c.pids = {}
-    c.kill_pod_processes()
+    c.release_network()
     c._save_state()
     print(f"cluster in {workdir} stopped")
     return 0

@@ -1,33 +1,49 @@
-"""A real Kubernetes control plane on 127.0.0.1, without containers.
+"""The test cluster: a real Kubernetes control plane and real nodes on this machine.
 
 Starts etcd + kube-apiserver (RBAC, static-token auth, x509 client CA, service-account signing
 keys) + kube-controller-manager (all default controllers, per-controller service-account
-credentials) + kube-scheduler, then the process kubelet (``tests/cluster/kubelet.py``) with a
-set of fake nodes. Binaries come from ``hack/cluster/build.sh`` (cached under
-``${LLMBENCH_CACHE:-~/.cache/llmbench}/k8s-<version>/bin``).
+credentials) + kube-scheduler + CoreDNS, then the nodes: per node containerd, the kubelet and
+kube-proxy, each node in its own network namespace on the cluster's private switch
+(network.py, node.py); the pods are containers of the images ``hack/image/build.sh`` builds
+(images.py). The API server and CoreDNS listen on the host's address on that switch
+(``100.64.N.1``); etcd on 127.0.0.1.
 
-Everything is stopped by PID, also when the start fails half-way.
+Binaries come from ``hack/cluster/build.sh`` (cached under
+``${LLMBENCH_CACHE:-~/.cache/llmbench}/k8s-<version>/bin``). Everything is stopped by PID, also
+when the start fails half-way; the cluster's network, cgroups and containers are removed by
+``network.release``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
+import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import images as images_mod
+from . import network
+from . import node as node_mod
+from .processes import alive, die_with_parent, rss_bytes, stop_pids
 
 K8S_VERSION = os.environ.get("LLMBENCH_K8S_VERSION", "v1.35.4")
 SIM_VERSION = os.environ.get("LLMBENCH_SIM_VERSION", "v0.10.2")
 REPO_ROOT = Path(__file__).resolve().parents[2]
+COREDNS_VERSION = os.environ.get("LLMBENCH_COREDNS_VERSION", "v1.13.1")
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+NODE_COMPONENTS = ("kubelet", "kube-proxy")
+#: Host commands a real node needs, and the Debian package that provides each.
+NODE_TOOLS = {"containerd": "containerd", "ctr": "containerd", "runc": "runc",
+              "iptables": "iptables", "conntrack": "conntrack", "ip": "iproute2",
+              "nsenter": "util-linux", "unshare": "util-linux"}
 
 
 class ClusterError(RuntimeError):
@@ -46,43 +62,25 @@ def sim_binary() -> Path:
     return cache_dir() / f"llm-d-inference-sim-{SIM_VERSION}" / "bin" / "llm-d-inference-sim"
 
 
-def free_port() -> int:
+def coredns_binary() -> Path:
+    return cache_dir() / f"coredns-{COREDNS_VERSION}" / "bin" / "coredns"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-def check_port_free(port: int, what: str) -> None:
+def check_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
     with socket.socket() as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError as exc:
             raise ClusterError(
-                f"step ports: 127.0.0.1:{port} ({what}) is already in use ({exc.strerror}) — "
+                f"step ports: {host}:{port} ({what}) is already in use ({exc.strerror}) — "
                 f"stop whatever listens there (ss -ltnp 'sport = :{port}') or pick another port"
             ) from None
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of pid plus all its descendants (Linux /proc)."""
-    total = 0
-    todo = [pid]
-    seen: set[int] = set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-            for tid in os.listdir(f"/proc/{p}/task"):
-                children = Path(f"/proc/{p}/task/{tid}/children").read_text().split()
-                todo.extend(int(c) for c in children)
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return total
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -97,8 +95,9 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise ClusterError(f"step pki: openssl {args[0]} failed: {err}") from None
 
 
-def make_pki(pki: Path) -> None:
-    """CA, apiserver serving cert (127.0.0.1/localhost/kubernetes.default.svc), SA key pair."""
+def make_pki(pki: Path, ips: tuple[str, ...]) -> None:
+    """CA, apiserver serving cert (127.0.0.1, ``ips``, localhost, kubernetes.default.svc), SA
+    key pair, and the apiserver's client certificate for the kubelets (``logs``, ``exec``)."""
     pki.mkdir(parents=True, exist_ok=True)
     _openssl(
         "req",
@@ -120,7 +119,8 @@ def make_pki(pki: Path) -> None:
         "[req]\ndistinguished_name=dn\n[dn]\n[ext]\n"
         "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
         "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+        "subjectAltName=IP:127.0.0.1," + "".join(f"IP:{ip}," for ip in ips) +
+        "DNS:localhost,DNS:kubernetes,"
         "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
         "DNS:kubernetes.default.svc.cluster.local\n"
     )
@@ -159,6 +159,16 @@ def make_pki(pki: Path) -> None:
     )
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+    (pki / "client.cnf").write_text(
+        "[req]\ndistinguished_name=dn\n[dn]\n[ext]\nbasicConstraints=CA:FALSE\n"
+        "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n"
+    )
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "kubelet-client.key",
+             "-out", "kubelet-client.csr",
+             "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client", cwd=pki)
+    _openssl("x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+             "-CAcreateserial", "-out", "kubelet-client.crt", "-days", "3650",
+             "-extfile", "client.cnf", "-extensions", "ext", cwd=pki)
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -> None:
@@ -178,15 +188,6 @@ def write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -
     path.chmod(0o600)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-
-
 @dataclass
 class Cluster:
     """A running (or to-be-started) test cluster rooted at ``workdir``."""
@@ -198,6 +199,37 @@ class Cluster:
     tie_to_parent: bool = False  # kill the processes if the starting process dies (pytest)
     pids: dict[str, int] = field(default_factory=dict)
     start_seconds: float = 0.0
+    net_index: int = 0  # the cluster number (network.py); 0: none claimed
+    #: seconds per start phase (images, network, control plane, nodes ...), for the figures
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def node_specs(self) -> tuple[node_mod.NodeSpec, ...]:
+        return node_mod.NODE_SETS[self.nodes]
+
+    @property
+    def net(self) -> network.ClusterNet:
+        if not self.net_index:
+            raise ClusterError("this cluster has no network (not started)")
+        return network.ClusterNet(self.net_index, tuple(n.name for n in self.node_specs))
+
+    @property
+    def host(self) -> str:
+        """The API server's address: the host's address on the cluster switch."""
+        return self.net.host_ip if self.net_index else "127.0.0.1"
+
+    def node_paths(self, node: str) -> node_mod.NodePaths:
+        return node_mod.node_paths(self.net, node, cache_dir(), self.workdir)
+
+    def container_pid(self, pod: dict) -> int:
+        """The host PID of a running pod's first container (its containerd task)."""
+        cid = pod["status"]["containerStatuses"][0]["containerID"]
+        sock = self.node_paths(pod["spec"]["nodeName"]).containerd_sock
+        for line in images_mod.ctr(sock, "tasks", "ls").stdout.splitlines()[1:]:
+            task, pid, *_ = line.split()
+            if task == cid.removeprefix("containerd://"):
+                return int(pid)
+        raise ClusterError(f"no containerd task for {cid} on {pod['spec']['nodeName']}")
 
     @property
     def kubeconfig(self) -> Path:
@@ -205,7 +237,7 @@ class Cluster:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.host}:{self.apiserver_port}"
 
     @property
     def ca(self) -> Path:
@@ -230,41 +262,86 @@ class Cluster:
         self.start_seconds = time.monotonic() - t0
         return self
 
-    def _start(self, timeout: float) -> None:
+    def _check_binaries(self) -> None:
         bins = bin_dir(self.version)
-        missing = [c for c in COMPONENTS if not (bins / c).is_file()]
+        needed = [bins / c for c in (*COMPONENTS, *NODE_COMPONENTS)] + [coredns_binary()]
+        missing = [p.name for p in needed if not p.is_file()]
         if missing:
             raise ClusterError(
-                f"step binaries: {', '.join(missing)} missing in {bins} — run "
-                f"'bash hack/cluster/build.sh {self.version}' (cold build ~10-15 min)"
+                f"step binaries: {', '.join(missing)} missing in {cache_dir()} — run "
+                f"'bash hack/cluster/build.sh {self.version}' (cold build ~15-20 min)"
             )
+        path = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
+        absent = [t for t in NODE_TOOLS if shutil.which(t, path=path) is None]
+        if absent:
+            pkgs = " ".join(sorted({NODE_TOOLS[t] for t in absent}))
+            raise ClusterError(
+                f"step packages: {', '.join(absent)} not found — run 'bash "
+                f"hack/cluster/build.sh' (it installs them) or apt-get install -y {pkgs}"
+            )
+        if os.geteuid() != 0:
+            raise ClusterError(
+                "step packages: the nodes need root (network namespaces, cgroups, containerd) "
+                "— run as root, or point the e2e tests at another cluster with "
+                "LLMBENCH_E2E_KUBECONFIG"
+            )
+
+    def _phase(self, name: str, t0: float) -> float:
+        now = time.monotonic()
+        self.phases[name] = round(now - t0, 2)
+        return now
+
+    def _start(self, timeout: float) -> None:
+        bins = bin_dir(self.version)
+        self._check_binaries()
+        t = time.monotonic()
+        try:
+            built = images_mod.built_images()
+        except images_mod.ImageError as exc:
+            raise ClusterError(str(exc)) from None
+        t = self._phase("images-build", t)
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.state_file.exists():
             old = json.loads(self.state_file.read_text())
-            if any(_alive(p) for p in old.get("pids", {}).values()):
+            if any(alive(p) for p in old.get("pids", {}).values()):
                 raise ClusterError(
                     f"step workdir: a cluster is still running from {self.workdir} — "
                     f"stop it first (hack/cluster/down.sh {self.workdir})"
                 )
-        for sub in ("etcd", "logs", "pods"):
+        for sub in ("etcd", "logs"):
             d = self.workdir / sub
             if d.exists():
                 subprocess.run(["rm", "-rf", str(d)], check=False)
             d.mkdir(parents=True)
+        try:
+            net = network.claim(self.workdir, [n.name for n in self.node_specs])
+            self.net_index = net.index
+            self._save_state()
+            network.setup(net)
+        except network.NetworkError as exc:
+            raise ClusterError(str(exc)) from None
+        t = self._phase("network", t)
         pki = self.workdir / "pki"
-        make_pki(pki)
+        make_pki(pki, (net.host_ip, net.kubernetes_service_ip))
 
         if self.apiserver_port:
-            check_port_free(self.apiserver_port, "kube-apiserver")
+            check_port_free(self.apiserver_port, "kube-apiserver", self.host)
         else:
-            self.apiserver_port = free_port()
-        etcd_port, peer_port, kubelet_port = free_port(), free_port(), free_port()
-        tokens = {n: os.urandom(16).hex() for n in ("admin", "cm", "sched")}
+            self.apiserver_port = free_port(self.host)
+        etcd_port, peer_port = free_port(), free_port()
+        tokens = {n: os.urandom(16).hex() for n in ("admin", "cm", "sched", "proxy", "dns")}
+        node_tokens = {n.name: os.urandom(16).hex() for n in self.node_specs}
         (self.workdir / "admin.token").write_text(tokens["admin"])
         (pki / "tokens.csv").write_text(
             f'{tokens["admin"]},admin,admin,"system:masters"\n'
             f"{tokens['cm']},system:kube-controller-manager,kcm\n"
             f"{tokens['sched']},system:kube-scheduler,ksched\n"
+            f"{tokens['proxy']},system:kube-proxy,kproxy\n"
+            # CoreDNS only reads Services, EndpointSlices, pods and namespaces; the bootstrap
+            # roles have none for it, and this is a throwaway cluster's DNS
+            f'{tokens["dns"]},llmbench:coredns,coredns,"system:masters"\n'
+            + "".join(f'{tok},system:node:{name},node-{name},"system:nodes"\n'
+                      for name, tok in node_tokens.items())
         )
         write_kubeconfig(self.kubeconfig, self.server, pki / "ca.crt", tokens["admin"], "admin")
         write_kubeconfig(
@@ -313,8 +390,8 @@ class Cluster:
             [
                 str(bins / "kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
                 f"--secure-port={self.apiserver_port}",
                 f"--cert-dir={pki}",
                 f"--tls-cert-file={pki / 'apiserver.crt'}",
@@ -325,9 +402,11 @@ class Cluster:
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-cluster-ip-range={net.service_cidr}",
                 "--allow-privileged=true",
                 "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'kubelet-client.key'}",
                 "--profiling=false",
                 "--v=1",
             ],
@@ -369,26 +448,124 @@ class Cluster:
                 "--v=1",
             ],
         )
-        self._spawn(
-            "kubelet",
-            [
-                sys.executable,
-                str(Path(__file__).with_name("kubelet.py")),
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--dir",
-                str(self.workdir / "pods"),
-                "--nodes",
-                self.nodes,
-                "--port",
-                str(kubelet_port),
-                "--tls-cert",
-                str(pki / "apiserver.crt"),
-                "--tls-key",
-                str(pki / "apiserver.key"),
-            ],
-        )
+        t = self._phase("control-plane", t)
+        self._start_dns(tokens["dns"], pki)
+        self._start_nodes(built, node_tokens, tokens["proxy"], pki)
+        t = self._phase("nodes-start", t)
         self._wait_settled(timeout)
+        self._phase("nodes-ready", t)
+        self._save_state()
+
+    # ---------------------------------------------------------------- real nodes
+    def _start_dns(self, token: str, pki: Path) -> None:
+        """CoreDNS on the host's switch address, port 53: Service names of this cluster."""
+        kubeconfig = self.workdir / "coredns.kubeconfig"
+        write_kubeconfig(kubeconfig, self.server, pki / "ca.crt", token, "coredns")
+        corefile = self.workdir / "Corefile"
+        corefile.write_text(
+            f"cluster.local:53 {{\n  bind {self.net.host_ip}\n  errors\n"
+            f"  kubernetes cluster.local {{\n    kubeconfig {kubeconfig} llmbench\n"
+            f"    pods insecure\n  }}\n}}\n"
+        )
+        self._spawn("coredns", [str(coredns_binary()), "-conf", str(corefile)])
+
+    def _start_nodes(self, built: dict[str, images_mod.Image], node_tokens: dict[str, str],
+                     proxy_token: str, pki: Path) -> None:
+        """containerd on every node, the images imported, then kube-proxy and the kubelet."""
+        import yaml
+
+        net, bins = self.net, bin_dir(self.version)
+        pause = built["pause"].ref
+        for spec in self.node_specs:
+            paths = self.node_paths(spec.name)
+            for d in (paths.run / "cni", paths.store, paths.logs):
+                d.mkdir(parents=True, exist_ok=True)
+            (paths.run / "containerd.toml").write_text(node_mod.containerd_config(paths, pause))
+            (paths.run / "cni" / "10-llmbench.conflist").write_text(
+                json.dumps(node_mod.cni_config(net, spec.name, paths), indent=1))
+            network.create_cgroup(net.cgroup_root(spec.name))
+        self._start_containerds()
+        t = time.monotonic()
+        with ThreadPoolExecutor(len(self.node_specs)) as pool:
+            loaded = list(pool.map(
+                lambda spec: self._load_images(spec.name, list(built.values())),
+                self.node_specs))
+        self.phases["images-import"] = round(time.monotonic() - t, 2)
+        self.phases["images-imported"] = sum(len(x) for x in loaded)
+        for spec in self.node_specs:
+            paths = self.node_paths(spec.name)
+            kubeconfig = paths.run / "kubelet.kubeconfig"
+            write_kubeconfig(kubeconfig, self.server, pki / "ca.crt", node_tokens[spec.name],
+                             f"system:node:{spec.name}")
+            proxy_kubeconfig = paths.run / "kube-proxy.kubeconfig"
+            write_kubeconfig(proxy_kubeconfig, self.server, pki / "ca.crt", proxy_token,
+                             "system:kube-proxy")
+            kcfg = paths.run / "kubelet.yaml"
+            kcfg.write_text(yaml.safe_dump(
+                node_mod.kubelet_config(net, spec.name, paths, pki / "ca.crt")))
+            pcfg = paths.run / "kube-proxy.yaml"
+            pcfg.write_text(yaml.safe_dump(
+                node_mod.kube_proxy_config(net, spec.name, proxy_kubeconfig)))
+            self._spawn(f"kube-proxy-{spec.name}",
+                        node_mod.kube_proxy_argv(bins / "kube-proxy", net, spec.name, pcfg))
+            self._spawn(f"kubelet-{spec.name}", node_mod.kubelet_argv(
+                bins / "kubelet", net, spec.name, self.pids[f"containerd-{spec.name}"], paths,
+                kcfg, kubeconfig))
+
+    def _start_containerds(self, again: bool = False) -> None:
+        """containerd on every node, waiting for its socket; containers a killed run left in
+        a node's (persistent) store are deleted, and that containerd restarted clean."""
+        for spec in self.node_specs:
+            paths = self.node_paths(spec.name)
+            paths.containerd_sock.unlink(missing_ok=True)
+            self._spawn(f"containerd-{spec.name}", node_mod.containerd_argv(
+                self.net, spec.name, paths.run / "containerd.toml"))
+        stale = []
+        for spec in self.node_specs:
+            sock = self.node_paths(spec.name).containerd_sock
+            name = f"containerd-{spec.name}"
+            deadline = time.monotonic() + 60
+            while True:
+                self._check_alive()
+                if sock.exists() and images_mod.ctr(sock, "version", timeout=10).returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise ClusterError(
+                        f"step start-{name}: no socket {sock} after 60s; see "
+                        f"{self.workdir / 'logs' / (name + '.log')}")
+                time.sleep(0.1)
+            left = images_mod.ctr(sock, "containers", "ls", "-q").stdout.split()
+            if left:
+                images_mod.ctr(sock, "containers", "delete", *left)
+                stale.append(spec.name)
+        if stale and not again:
+            for spec in self.node_specs:
+                name = f"containerd-{spec.name}"
+                stop_pids({name: self.pids.pop(name)})
+                self._procs.pop(name).wait(10)
+            self._start_containerds(again=True)
+
+    def _load_images(self, node: str, images: list[images_mod.Image]) -> list[str]:
+        try:
+            return images_mod.load(self.node_paths(node).containerd_sock, images)
+        except images_mod.ImageError as exc:
+            raise ClusterError(f"{exc} (node {node})") from None
+
+    def _advertise_gpus(self, node: dict) -> bool:
+        """``nvidia.com/gpu`` in the node's status capacity (the documented way to advertise
+        an extended resource; the kubelet copies it to allocatable). True once allocatable."""
+        name = node["metadata"]["name"]
+        spec = node_mod.NODE_BY_NAME.get(name)
+        if spec is None or not spec.gpus:
+            return True
+        want = str(spec.gpus)
+        if (node.get("status", {}).get("allocatable") or {}).get("nvidia.com/gpu") == want:
+            return True
+        if (node.get("status", {}).get("capacity") or {}).get("nvidia.com/gpu") != want:
+            self.api(f"/api/v1/nodes/{name}/status", "PATCH",
+                     {"status": {"capacity": {"nvidia.com/gpu": want}}},
+                     content_type="application/merge-patch+json")
+        return False
 
     def _spawn(self, name: str, argv: list[str], cwd: Path | None = None) -> None:
         log = open(self.workdir / "logs" / f"{name}.log", "wb")  # noqa: SIM115
@@ -402,7 +579,7 @@ class Cluster:
                 cwd=cwd or self.workdir,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if self.tie_to_parent else None,
+                preexec_fn=die_with_parent if self.tie_to_parent else None,
             )
         except OSError as exc:
             raise ClusterError(f"step start-{name}: cannot execute {argv[0]}: {exc}") from None
@@ -441,6 +618,8 @@ class Cluster:
             json.dumps(
                 {
                     "pids": self.pids,
+                    "net_index": self.net_index,
+                    "phases": self.phases,
                     "apiserver_port": self.apiserver_port,
                     "version": self.version,
                     "kubeconfig": str(self.kubeconfig),
@@ -451,7 +630,8 @@ class Cluster:
         )
 
     def api(
-        self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 5.0
+        self, path: str, method: str = "GET", body: dict | None = None, timeout: float = 5.0,
+        content_type: str = "application/json",
     ) -> tuple[int, dict | str]:
         ctx = ssl.create_default_context(cafile=str(self.ca))
         data = json.dumps(body).encode() if body is not None else None
@@ -461,7 +641,7 @@ class Cluster:
             method=method,
             headers={
                 "Authorization": f"Bearer {self.admin_token}",
-                "Content-Type": "application/json",
+                "Content-Type": content_type,
             },
         )
         try:
@@ -517,6 +697,13 @@ class Cluster:
                             for c in n.get("status", {}).get("conditions", [])
                         )
                     ]
+                    gpus_ok = all([self._advertise_gpus(n) for n in items])
+                    if len(items) < len(self.node_specs):
+                        ready = []
+                    elif not gpus_ok:
+                        waiting = "nvidia.com/gpu in the GPU nodes' allocatable"
+                        time.sleep(0.25)
+                        continue
                     if (
                         items
                         and len(ready) == len(items)
@@ -527,7 +714,7 @@ class Cluster:
                         )
                     ):
                         return
-                    waiting = f"Ready nodes from the process kubelet ({len(ready)}/{len(items)})"
+                    waiting = f"Ready nodes ({len(ready)}/{len(self.node_specs)})"
             time.sleep(0.25)
         raise ClusterError(
             f"step wait-settled: still waiting for {waiting} after {timeout:.0f}s; "
@@ -536,25 +723,20 @@ class Cluster:
 
     # ---------------------------------------------------------------- inspect / stop
     def total_rss(self) -> int:
-        return sum(rss_bytes(p) for p in self.pids.values() if _alive(p))
+        return sum(rss_bytes(p) for p in self.pids.values() if alive(p))
 
     def rss_by_component(self) -> dict[str, int]:
-        return {n: rss_bytes(p) for n, p in self.pids.items() if _alive(p)}
+        return {n: rss_bytes(p) for n, p in self.pids.items() if alive(p)}
 
-    def kill_pod_processes(self) -> None:
-        """Pod processes left behind by a kubelet that died without cleaning up."""
-        pods = self.workdir / "pods"
-        for pidfile in pods.glob("*/containers/*/pid"):
-            try:
-                pid = int(pidfile.read_text())
-                if os.readlink(f"/proc/{pid}/cwd").startswith(str(pods)):
-                    _signal_group(pid, signal.SIGKILL)
-            except (ValueError, OSError):
-                pass
+    def release_network(self) -> None:
+        """The cluster's containers, namespaces, cgroups and cluster number (network.py)."""
+        if self.net_index:
+            network.release(self.net)
+            self.net_index = 0
 
     def stop(self, grace: float = 10.0) -> None:
         stop_pids(self.pids, grace)
-        self.kill_pod_processes()
+        self.release_network()
         for proc in getattr(self, "_procs", {}).values():
             try:
                 proc.wait(timeout=0.1)
@@ -571,45 +753,7 @@ class Cluster:
             workdir=workdir,
             version=st.get("version", K8S_VERSION),
             apiserver_port=st.get("apiserver_port", 0),
+            net_index=st.get("net_index", 0),
         )
         c.pids = {k: int(v) for k, v in st.get("pids", {}).items()}
         return c
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
-def stop_pids(pids: dict[str, int], grace: float = 10.0) -> None:
-    """SIGTERM in reverse start order (kubelet first, etcd last), then SIGKILL stragglers.
-
-    Every component runs in its own session, so its whole process group is signalled."""
-    order = list(pids.items())[::-1]
-    for _name, pid in order:
-        _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _alive(pid):
-            _signal_group(pid, signal.SIGKILL)
-    for _name, pid in order:  # children of groups (e.g. pod processes) die with their group
-        _signal_group(pid, signal.SIGKILL)
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass

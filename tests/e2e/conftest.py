@@ -1,9 +1,12 @@
-"""e2e fixtures: a real Kubernetes control plane for the whole session.
+"""e2e fixtures: a real Kubernetes cluster for the whole session.
 
 By default the session starts the project's own cluster (tests/cluster: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler and the process kubelet; binaries from
-``hack/cluster/build.sh``). With ``LLMBENCH_E2E_KUBECONFIG=/path/to/kubeconfig`` the same tests
-run against that cluster instead (kind, a dev cluster) and nothing is started.
+kube-controller-manager, kube-scheduler, CoreDNS, and three real nodes — containerd, the
+kubelet and kube-proxy each — in a private network of their own; binaries from
+``hack/cluster/build.sh``, images from ``hack/image/build.sh``). With
+``LLMBENCH_E2E_KUBECONFIG=/path/to/kubeconfig`` the same tests run against that cluster instead
+(kind, a dev cluster: load the archives ``hack/image/build.sh`` prints, e.g. ``kind load
+image-archive``) and nothing is started.
 
 If the cluster cannot start, every e2e test fails with the reason: nothing is skipped.
 """
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.cluster import Cluster, ClusterError
+from tests.cluster.images import built_images, refs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,10 +41,24 @@ class K8s:
     kubeconfig: Path
     cluster: Cluster | None = None  # None when running against LLMBENCH_E2E_KUBECONFIG
     _api: Any = field(default=None, repr=False)
+    _images: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def local(self) -> bool:
         return self.cluster is not None
+
+    def image(self, name: str) -> str:
+        """The reference of a built image: ``llmbench`` (the product, with ``python``),
+        ``sim`` (llm-d-inference-sim), ``dcgm`` (the simulated dcgm-exporter)."""
+        if not self._images:
+            self._images = refs()
+        return self._images[name]
+
+    def pinned_image(self, name: str) -> str:
+        """The same image by its content-keyed tag (``localhost/llmbench:<key>``, which the
+        archive also carries): another reference that every node has."""
+        image = built_images(build=False)[name]
+        return f"{image.ref.rpartition(':')[0]}:{image.key.split('-', 1)[1]}"
 
     @property
     def api_client(self):
@@ -146,7 +164,9 @@ class K8s:
     def describe(self, namespace: str) -> str:
         out = self.kubectl("get", "all,events", "-n", namespace, "-o", "wide", check=False).stdout
         if self.cluster is not None:
-            out += "\n--- kubelet log tail ---\n" + self.cluster.log_tail("kubelet", 3000)
+            for name in self.cluster.pids:
+                if name.startswith("kubelet"):
+                    out += f"\n--- {name} log tail ---\n" + self.cluster.log_tail(name, 2000)
         return out
 
 
@@ -176,7 +196,8 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8s]:
         pytest.fail(_start_error, pytrace=False)
     rss = cluster.total_rss()
     sys.stderr.write(
-        f"\n[k8s_cluster] {cluster.server} up in {cluster.start_seconds:.1f} s (warm start), "
+        f"\n[k8s_cluster] {cluster.server} up in {cluster.start_seconds:.1f} s "
+        f"({', '.join(f'{k} {v}' for k, v in cluster.phases.items())}), "
         f"total RSS {rss / 2**20:.0f} MiB; workdir {workdir}\n"
     )
     try:

@@ -1,12 +1,17 @@
-"""``spec.artifacts.pvc`` on the project's control plane: a claim the real controller binds to
-a hostPath PersistentVolume, the operator's runner Job mounting it, and the run's whole folder
-(laid out as ``llmbench analyze`` lays it out) on the volume, named in ``status.history`` and
-by ``llmbench results``.
+"""``spec.artifacts.pvc`` on the project's cluster: a claim the real controller binds to a
+hostPath PersistentVolume, the operator's runner Job mounting it on a real node, and the run's
+whole folder (laid out as ``llmbench analyze`` lays it out) on the volume, named in
+``status.history`` and by ``llmbench results``.
+
+The volume's directory is prepared as an administrator prepares a hostPath volume for a
+non-root pod: owned by the runner's uid 65532 (hostPath volumes get no fsGroup ownership), the
+claim's ``subPath`` folder included (the kubelet would create it as root).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +22,8 @@ from llmbench.cli import main
 from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, PROFILE_EXPORT
 from llmbench.runner.report.html import REPORT_HTML
 from llmbench.runner.sweep.analysis import ANALYZE_CSV
+from tests.e2e.release import Release
 from tests.e2e.test_operator import (  # noqa: F401 - ``operator`` is a fixture
-    Operator,
     Target,
     benchmark,
     cond,
@@ -27,20 +32,62 @@ from tests.e2e.test_operator import (  # noqa: F401 - ``operator`` is a fixture
     status,
     wait_phase,
 )
-from tests.e2e.test_process_kubelet import claim_for, hostpath_pv, wait_bound
 
 pytestmark = pytest.mark.e2e
 
+RUNNER_UID = 65532
+
+
+def hostpath_pv(name: str, path: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": path, "type": "Directory"},
+        },
+    }
+
+
+def claim_for(name: str, namespace: str, pv: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "storageClassName": "",
+            "volumeName": pv,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+
+
+def wait_bound(k8s: Any, namespace: str, claim: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        pvc = k8s.get("pvc", claim, namespace)
+        return pvc if pvc and pvc.get("status", {}).get("phase") == "Bound" else None
+
+    return dict(k8s.wait_for(f"PVC {claim} to be Bound", check, 60,
+                             diag=lambda: k8s.describe(namespace)))
+
 
 def test_a_run_writes_its_folder_to_the_claim_and_status_names_it(
-    k8s: Any, namespace: str, operator: Operator, tmp_path: Path,  # noqa: F811
+    k8s: Any, namespace: str, operator: Release, tmp_path: Path,  # noqa: F811
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     pv, host = f"{namespace}-files", tmp_path / "pv"
+    (host / "nightly").mkdir(parents=True)
+    for d in (host, host / "nightly"):
+        os.chown(d, RUNNER_UID, RUNNER_UID)
     try:
         target = Target(k8s, namespace)
         target.deploy()
-        ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+        ref = target.ref
         k8s.apply(benchmark(
             "kept", namespace, ref,
             telemetry={"dcgm": "off", "serverMetrics": "off"},

@@ -1,8 +1,8 @@
-"""The Helm chart on the project's control plane: ``helm install`` for real, the operator
-started from the chart's Deployment by the process kubelet (image name containing
-``llmbench``, no command: ``llmbench operator ...`` with the chart's args and the pod's
-ServiceAccount token, so the chart's RBAC is all it has), and a small sweep through it to
-``Succeeded``; once watching every namespace (the default values), once watching one.
+"""The Helm chart on the project's cluster: ``helm install`` for real, the operator started
+from the chart's Deployment on a real node from the built image (its entrypoint with the
+chart's args, the pod's ServiceAccount token, so the chart's RBAC is all it has), and a small
+sweep through it to ``Succeeded``; once watching every namespace (the default values but the
+image), once watching one.
 
 The target and benchmark helpers are tests/e2e/test_operator.py's.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.charts.helm import CHART, helm, set_args
-from tests.cluster.controlplane import free_port
+from tests.charts.helm import CHART
+from tests.e2e.release import Release, image_values, operator_values
 from tests.e2e.test_operator import (
     Target,
     benchmark,
@@ -28,65 +28,6 @@ from tests.e2e.test_operator import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-class Release:
-    """One ``helm install`` of the chart; its operator pod's log for diagnostics."""
-
-    def __init__(self, k8s: Any, name: str, namespace: str) -> None:
-        self.k8s, self.name, self.namespace = k8s, name, namespace
-        self.fullname = f"{name}-llmbench-operator"
-        self.selector = f"app.kubernetes.io/instance={name}"
-        self.notes = ""
-
-    def helm(self, *args: str, check: bool = True) -> Any:
-        return helm(*args, "--namespace", self.namespace, "--kubeconfig",
-                    str(self.k8s.kubeconfig), check=check)
-
-    def install(self, **values: Any) -> None:
-        out = self.helm("install", self.name, str(CHART), *set_args(values))
-        self.notes = out.stdout
-
-    def uninstall(self) -> None:
-        self.helm("uninstall", self.name, "--wait", "--timeout", "60s", check=False)
-        self.k8s.wait_for(
-            "the operator pod to be gone", lambda: not self.k8s.pods(self.namespace, self.selector),
-            60,
-        )
-
-    def pod(self) -> dict[str, Any]:
-        pods = self.k8s.pods(self.namespace, self.selector)
-        return dict(pods[0]) if pods else {}
-
-    def ready(self) -> dict[str, Any]:
-        def is_ready() -> dict[str, Any] | None:
-            pod = self.pod()
-            conditions = (pod.get("status") or {}).get("conditions") or []
-            ok = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-            return pod if ok else None
-
-        return dict(self.k8s.wait_for(
-            "the operator pod to be Ready (kopf's /healthz)", is_ready, 90, diag=self.diag,
-        ))
-
-    def log(self) -> str:
-        """The operator pod's whole output."""
-        out = self.k8s.kubectl("logs", "-n", self.namespace, "-l", self.selector,
-                               "--tail", "-1", check=False)
-        return out.stdout + out.stderr
-
-    def tail(self, n: int = 6000) -> str:
-        """The end of the operator's output (what wait_phase shows when it times out)."""
-        return self.log()[-n:]
-
-    def assert_nothing_forbidden(self) -> None:
-        """The chart's RBAC let the operator do everything it tried (no 403 in its log)."""
-        lines = [line for line in self.log().splitlines() if "aiohttp.access" not in line]
-        bad = [line for line in lines if "403" in line or "orbidden" in line]
-        assert lines and not bad, "\n".join(bad)
-
-    def diag(self) -> str:
-        return f"{self.k8s.describe(self.namespace)}\n--- operator log ---\n{self.tail()}"
 
 
 @pytest.fixture
@@ -114,17 +55,15 @@ def sweep_through(
     target = Target(k8s, namespace)
     pod = target.deploy()
     if exporter_namespace:
-        exporter = exporter_pod(exporter_namespace, free_port(), pod["metadata"]["name"],
-                                target.node)
-        exporter["spec"]["containers"][0]["command"][4] = namespace  # the GPUs' pod namespace
-        k8s.apply(exporter)
+        k8s.apply(exporter_pod(k8s, exporter_namespace, pod["metadata"]["name"], target.node,
+                               gpu_namespace=namespace))
         k8s.wait_for(
             "the dcgm exporter to be Ready",
             lambda: ready_pods(k8s, exporter_namespace, "app=nvidia-dcgm-exporter"), 60,
             diag=lambda: k8s.describe(exporter_namespace),
         )
     k8s.apply(benchmark(
-        "sweep", namespace, {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+        "sweep", namespace, target.ref,
         sweep={"type": "concurrency", "values": [1, 2]},
         load={"requestCount": 8, "warmupRequestCount": 0},
     ))
@@ -139,8 +78,7 @@ def test_default_values_install_an_operator_for_every_namespace_that_runs_a_swee
 ) -> None:
     k8s = crd_installed
     rel = release(k8s, namespace)
-    port = free_port()
-    rel.install(**{"liveness.port": port})  # the pods share the host's loopback
+    rel.install(**image_values(k8s))  # the built image; every other value the default
     try:
         assert f"rollout status deployment/{rel.fullname}" in rel.notes
         assert "kubectl get llmb -A -w" in rel.notes
@@ -164,7 +102,7 @@ def test_default_values_install_an_operator_for_every_namespace_that_runs_a_swee
         job = k8s.get("job", "sweep-run-1", bench_namespace)
         assert job is not None
         runner = job["spec"]["template"]["spec"]["containers"][0]
-        assert runner["image"] == "ghcr.io/llmbench/llmbench:0.1.0"  # --runner-image
+        assert runner["image"] == k8s.image("llmbench")  # --runner-image: the operator's
     finally:
         rel.uninstall()
     assert k8s.get("clusterrole", rel.fullname) is None
@@ -176,8 +114,9 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
 ) -> None:
     k8s = crd_installed
     rel = release(k8s, namespace)
-    rel.install(**{"liveness.port": free_port(), "watchNamespaces": [bench_namespace],
-                   "runner.image": "llmbench:e2e-chart"})
+    runner_image = k8s.pinned_image("llmbench")  # the same image by its content-keyed tag
+    rel.install(**operator_values(k8s, watchNamespaces=[bench_namespace],
+                                  **{"runner.image": runner_image}))
     try:
         assert f"kubectl get llmb -n {bench_namespace} -w" in rel.notes
         role = k8s.get("role", rel.fullname, bench_namespace)
@@ -191,7 +130,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
             "operator", f"--namespace={bench_namespace}"
         ]
         # a benchmark outside the watched namespaces is left alone
-        k8s.apply(benchmark("elsewhere", namespace, {"url": "http://127.0.0.1:9"}))
+        k8s.apply(benchmark("elsewhere", namespace, {"url": "http://nothing.invalid:9"}))
 
         # the exporter sits in a namespace the operator does not watch: found through the
         # small ClusterRole's cluster-wide pod list
@@ -201,7 +140,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
         assert telemetry["status"] == "True" and telemetry["reason"] == "ExporterFound", telemetry
         job = k8s.get("job", "sweep-run-1", bench_namespace)
         assert job is not None
-        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "llmbench:e2e-chart"
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == runner_image
         assert status(k8s, namespace, "elsewhere") == {}
         rel.assert_nothing_forbidden()
         assert k8s.get("job", "elsewhere-run-1", namespace) is None

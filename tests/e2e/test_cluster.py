@@ -1,15 +1,15 @@
-"""The test control plane does what the operator relies on (issue 2, "Done when").
+"""The test cluster does what the operator relies on (issue 2, "Done when"; issue 19).
 
-Each test runs against a real API server: the project's own cluster (tests/cluster) or the one
-named by LLMBENCH_E2E_KUBECONFIG. Scripts that run inside pods use only the Python standard
-library and the standard in-cluster paths, so they work on a real kubelet too.
+Each test runs against a real API server and real kubelets: the project's own cluster
+(tests/cluster) or the one named by LLMBENCH_E2E_KUBECONFIG. Pods run the images
+``hack/image/build.sh`` built (llm-d-inference-sim; llmbench, which has python); the scripts
+inside them use only the Python standard library and the standard in-cluster paths.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import textwrap
 import time
 from pathlib import Path
@@ -18,15 +18,8 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-SIM_IMAGE = "ghcr.io/llm-d/llm-d-inference-sim:v0.10.2"
-PY_IMAGE = "python:3.12-slim"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+SIM_PORT = 8000
 
 
 def terminated(pod: dict) -> dict | None:
@@ -76,7 +69,7 @@ def test_kubectl_get_nodes(k8s):
 
 
 def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
-    port = free_port()
+    port = SIM_PORT
     sim_labels = {"app": "inference-sim", "test": namespace}
     deploy = {
         "apiVersion": "apps/v1",
@@ -92,7 +85,7 @@ def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
                     "containers": [
                         {
                             "name": "sim",
-                            "image": SIM_IMAGE,
+                            "image": k8s.image("sim"),
                             "args": [
                                 "--model",
                                 "e2e-model",
@@ -188,7 +181,7 @@ def test_sim_on_gpu_node_and_affine_job_streams_chat(k8s, namespace):
                     "containers": [
                         {
                             "name": "client",
-                            "image": PY_IMAGE,
+                            "image": k8s.image("llmbench"),
                             "command": ["python", "-c", client_script],
                             "env": [
                                 {"name": "SIM_HOST", "value": sim["status"]["podIP"]},
@@ -252,7 +245,7 @@ def test_deleting_owner_garbage_collects_job_and_kills_pod(k8s, namespace):
                     "containers": [
                         {
                             "name": "sleeper",
-                            "image": PY_IMAGE,
+                            "image": k8s.image("llmbench"),
                             "command": ["python", "-c", "import time; time.sleep(600)"],
                         }
                     ],
@@ -268,9 +261,8 @@ def test_deleting_owner_garbage_collects_job_and_kills_pod(k8s, namespace):
 
     (pod,) = k8s.wait_for("the Job's pod to run", running, 60, diag=lambda: k8s.describe(namespace))
     pid = None
-    if k8s.local:
-        cid = pod["status"]["containerStatuses"][0]["containerID"]
-        pid = int(cid.removeprefix("process://"))
+    if k8s.local:  # the container's process on this machine
+        pid = k8s.cluster.container_pid(pod)
         assert pid_alive(pid)
 
     k8s.core.delete_namespaced_config_map("owner", namespace)
@@ -308,7 +300,7 @@ def test_pod_asking_too_many_gpus_stays_pending_with_scheduler_reason(k8s, names
             "containers": [
                 {
                     "name": "c",
-                    "image": PY_IMAGE,
+                    "image": k8s.image("llmbench"),
                     "command": ["python", "-c", "pass"],
                     "resources": {"limits": {"nvidia.com/gpu": "1000"}},
                 }
@@ -440,7 +432,8 @@ def test_service_account_rbac_is_enforced_inside_pod(k8s, namespace):
                 "serviceAccountName": "runner",
                 "restartPolicy": "Never",
                 "containers": [
-                    {"name": "probe", "image": PY_IMAGE, "command": ["python", "-c", RBAC_PROBE]}
+                    {"name": "probe", "image": k8s.image("llmbench"),
+                     "command": ["python", "-c", RBAC_PROBE]}
                 ],
             },
         }

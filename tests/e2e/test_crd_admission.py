@@ -36,7 +36,7 @@ from tests.shipped_examples import EXAMPLES, example_benchmarks
 
 pytestmark = pytest.mark.e2e
 
-URL = {"url": "http://127.0.0.1:8000"}
+URL = {"url": "http://vllm.llm.svc:8000"}
 RULES = {r.name: r for _, r in spec_rules()}
 
 
@@ -253,7 +253,7 @@ INVALID = [
     ),
     Invalid(
         "bad url: no scheme",
-        {"target": {"url": "127.0.0.1:8000/v1"}},
+        {"target": {"url": "vllm.llm.svc:8000/v1"}},
         RULES["target.url-is-http"].message,
         RULES["target.url-is-http"].message,
     ),

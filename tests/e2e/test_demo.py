@@ -1,5 +1,6 @@
-"""``bash hack/demo.sh``: the one-command demo runs end to end, and a failing step names itself
-and the fix and tears down what it started."""
+"""``bash hack/demo.sh``: the one-command demo runs end to end on real nodes (the operator and
+the runner in containers of the built image on ``containerd://`` nodes, the target behind a
+Service), and a failing step names itself and the fix and tears down what it started."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ def test_the_demo_runs_a_sweep_through_the_chart_and_cleans_up(tmp_path: Path) -
         assert "gpu0" in out and "gpu1" in out  # the target pod's two GPUs, and only those
         assert "gpu2" not in out
         assert "== knee" in out and "max OTT under SLO" in out
+        assert "gpu-node-a   containerd://" in out  # the nodes' runtime
+        assert "llmbench-operator-" in out and "demo-run-1-" in out  # pods, in containers
+        folder = where / "artifacts" / "demo" / "run-1"  # spec.artifacts.pvc
+        assert "artefacts (spec.artifacts.pvc" in out and str(folder) in out
+        assert (folder / "report.html").is_file() and (folder / "analyze_export_genai_perf.csv"
+                                                        ).is_file(), sorted(folder.iterdir())
     finally:
         down = run_demo("--down", "--dir", str(where), timeout=120)
     assert down.returncode == 0, down.stderr

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from llmbench.api.job import ENV_SHARD_INDEX, POINT_PREFIX
+from tests.e2e.release import Release
 from tests.e2e.test_operator import (  # noqa: F401 - ``operator`` is a fixture
-    Operator,
     Target,
     benchmark,
     cond,
@@ -37,12 +37,12 @@ REQUESTS = 30  # per point, split between the shards
 
 
 def test_three_runner_pods_drive_one_sweep_and_status_counts_each_request_once(
-    k8s: Any, namespace: str, operator: Operator  # noqa: F811
+    k8s: Any, namespace: str, operator: Release  # noqa: F811
 ) -> None:
     target = Target(k8s, namespace)
     pod = target.deploy()
     before = sim_requests(target)
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    ref = target.ref
     k8s.apply(benchmark(
         "shards", namespace, ref,
         telemetry={"dcgm": "off", "serverMetrics": "off"},
@@ -101,10 +101,10 @@ def test_three_runner_pods_drive_one_sweep_and_status_counts_each_request_once(
 
 
 def test_a_name_too_long_for_an_indexed_job_fails_the_run_with_the_reason(
-    k8s: Any, namespace: str, operator: Operator  # noqa: F811
+    k8s: Any, namespace: str, operator: Release  # noqa: F811
 ) -> None:
     name = "n" * 56  # n...-run-1-2 would be 64 characters: not a pod hostname
-    k8s.apply(benchmark(name, namespace, {"url": "http://127.0.0.1:9"},
+    k8s.apply(benchmark(name, namespace, {"url": "http://nothing.invalid:9"},
                         sweep={"type": "concurrency", "values": [3]}, runner={"replicas": 3}))
     st = wait_phase(k8s, namespace, name, operator, ("Failed",), 60)
     accepted = cond(st, "Accepted")
@@ -118,7 +118,7 @@ class RunningPeak:
     ``vllm:num_requests_running`` gauge every 10 ms (bounded: stops by itself after 300 s)."""
 
     def __init__(self, target: Target) -> None:
-        self.url = f"{target.url}/metrics"
+        self.url = f"{target.host_url}/metrics"
         self.peak = 0.0
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.sample, daemon=True)
@@ -142,7 +142,7 @@ class RunningPeak:
 
 
 def test_three_runner_pods_measure_what_one_runner_measures(
-    k8s: Any, namespace: str, operator: Operator  # noqa: F811
+    k8s: Any, namespace: str, operator: Release  # noqa: F811
 ) -> None:
     """Same seed, same server: one point at concurrency 6 from one runner pod (twice, for its
     run-to-run noise), then from three. The requests are the same ones (same count, same
@@ -151,7 +151,7 @@ def test_three_runner_pods_measure_what_one_runner_measures(
     themselves (three times that noise, at least 25 %: a 2-core machine is noisy)."""
     target = Target(k8s, namespace)
     target.deploy()
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    ref = target.ref
     exports: dict[str, dict[str, Any]] = {}
     peaks: dict[str, float] = {}
     for name, replicas in (("one-a", 1), ("one-b", 1), ("three", 3)):

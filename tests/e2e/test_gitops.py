@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.e2e.release import Release
 from tests.e2e.test_operator import (  # noqa: F401  (operator: a pytest fixture)
-    Operator,
     Target,
     benchmark,
     diag,
@@ -51,11 +51,11 @@ def owned(entry: dict[str, Any]) -> set[str]:
 
 
 def test_gitops_reapply_is_a_no_op_and_a_new_spec_runs_again(
-    k8s: Any, namespace: str, operator: Operator  # noqa: F811
+    k8s: Any, namespace: str, operator: Release  # noqa: F811
 ) -> None:
     target = Target(k8s, namespace)
     target.deploy()
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    ref = target.ref
     tiny = {"telemetry": {"dcgm": "off"}, "sweep": {"type": "concurrency", "values": [1]},
             "load": {"requestCount": 8, "warmupRequestCount": 0}}
     manifest = benchmark("nightly", namespace, ref, **tiny)

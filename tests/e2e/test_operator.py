@@ -1,148 +1,48 @@
-"""The operator end to end on the project's control plane: nothing mocked.
+"""The operator end to end on the project's cluster: nothing mocked, nothing on the host.
 
-llm-d-inference-sim (a third-party vLLM simulator) serves the model as a Deployment on a GPU
-node; a dcgm-exporter-format pod on that node exports four GPUs, two of them the target pod's;
-the operator runs as a process with the service account and ClusterRole of
-``deploy/operator-rbac.yaml`` (so the RBAC file is proven sufficient); the runner Job's pod runs
-``llmbench job`` as a process on the node the scheduler picked.
-
-The test cluster has no Service routing (pods share 127.0.0.1), so the benchmarks here target
-``target.url`` with the pod's port plus ``podSelector``; the ``target.service`` reference is
-checked up to the Job it unblocks.
+The operator runs as its users run it: installed by the chart (tests/e2e/release.py) from the
+image ``hack/image/build.sh`` built, in its pod, with the chart's ServiceAccount token and
+RBAC. llm-d-inference-sim (a third-party vLLM simulator, its own image) serves the model as a
+Deployment on a GPU node behind a Service; a dcgm-exporter-format pod on that node exports
+four GPUs, two of them the target pod's; the runner Job's pod runs ``llmbench job`` from the
+built image on the node the scheduler picked, reaching the target through the Service
+(``target.service``: CoreDNS and kube-proxy, the path a user's cluster takes) or its DNS name
+(``target.url``).
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.cluster.controlplane import free_port
+from tests.e2e.release import OPERATOR_NS, Release, installed
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-RBAC_FILE = ROOT / "deploy" / "operator-rbac.yaml"
-SIM_IMAGE = "ghcr.io/llm-d/llm-d-inference-sim:v0.10.2"
-RUNNER_IMAGE = "llmbench:e2e"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-OPERATOR_NS = "llmbench-system"
-
-
-# ----------------------------------------------------------------------------------------------
-# the operator process
-# ----------------------------------------------------------------------------------------------
-
-
-def sa_kubeconfig(k8s: Any, namespace: str, sa: str, path: Path) -> Path:
-    """A kubeconfig holding only ``sa``'s token (server and CA from the admin kubeconfig)."""
-    token = k8s.kubectl("create", "token", sa, "-n", namespace, "--duration", "2h").stdout.strip()
-    admin = yaml.safe_load(Path(k8s.kubeconfig).read_text())
-    cluster = dict(admin["clusters"][0]["cluster"])
-    if "certificate-authority" in cluster:
-        ca = Path(cluster.pop("certificate-authority")).read_bytes()
-        cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
-    cfg = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": sa, "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": sa}}],
-        "current-context": "c",
-    }
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-class Operator:
-    """``llmbench operator -A`` as a process, restartable, with its log kept for diagnostics."""
-
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def extra_args(self) -> list[str]:
-        """Flags a subclass adds (each start picks fresh ports)."""
-        return ["--metrics-port", "0"]  # tests/e2e/test_operator_metrics.py covers it
-
-    def start(self) -> None:
-        self.port = free_port()
-        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
-        llmbench = Path(sys.executable).parent / "llmbench"
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    str(llmbench), "operator", "-A", "--runner-image", RUNNER_IMAGE,
-                    "--liveness", f"http://127.0.0.1:{self.port}/healthz", "--retry-delay", "0.5",
-                    *self.extra_args(),
-                ],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"operator exited {self.proc.returncode}:\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
-                    return
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError(f"operator liveness endpoint never answered:\n{self.tail()}")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, sig)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-
-    def tail(self, n: int = 6000) -> str:
-        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+SIM_PORT = 8000
+EXPORTER_PORT = 9400
+__all__ = ["OPERATOR_NS"]
 
 
 @pytest.fixture(scope="module")
-def operator(crd_installed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    k8s = crd_installed
-    if k8s.get("namespace", OPERATOR_NS) is None:
-        k8s.kubectl("create", "namespace", OPERATOR_NS)
-    k8s.kubectl("apply", "-f", str(RBAC_FILE))
-    k8s.wait_for(
-        "the operator ServiceAccount",
-        lambda: k8s.get("serviceaccount", "llmbench-operator", OPERATOR_NS), 30,
-    )
-    workdir = tmp_path_factory.mktemp("operator")
-    kubeconfig = sa_kubeconfig(k8s, OPERATOR_NS, "llmbench-operator", workdir / "kubeconfig")
-    op = Operator(kubeconfig, workdir / "operator.log")
-    op.start()
-    try:
-        yield op
-    finally:
-        op.stop()
+def operator(crd_installed: Any) -> Iterator[Release]:
+    """The chart's operator for this module's tests (its pod gone when the module ends)."""
+    yield from installed(crd_installed)
 
 
 # ----------------------------------------------------------------------------------------------
-# the target: llm-d-inference-sim on a GPU node, and a dcgm exporter beside it
+# the target: llm-d-inference-sim on a GPU node behind a Service, and a dcgm exporter beside it
 # ----------------------------------------------------------------------------------------------
 
 
-def sim_deployment(namespace: str, port: int, labels: dict[str, str], node: str) -> dict[str, Any]:
+def sim_deployment(k8s: Any, namespace: str, labels: dict[str, str],
+                   node: str) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -158,13 +58,13 @@ def sim_deployment(namespace: str, port: int, labels: dict[str, str], node: str)
                     "containers": [
                         {
                             "name": "vllm",
-                            "image": SIM_IMAGE,
+                            "image": k8s.image("sim"),
                             "args": [
-                                "--model", "e2e-model", "--port", str(port),
+                                "--model", "e2e-model", "--port", str(SIM_PORT),
                                 "--force-dummy-tokenizer", "--mode", "random",
                                 "--time-to-first-token", "10ms", "--inter-token-latency", "1ms",
                             ],
-                            "ports": [{"name": "http", "containerPort": port}],
+                            "ports": [{"name": "http", "containerPort": SIM_PORT}],
                             "resources": {"limits": {"nvidia.com/gpu": "2"}},
                             "readinessProbe": {"tcpSocket": {"port": "http"}, "periodSeconds": 1},
                         }
@@ -173,6 +73,12 @@ def sim_deployment(namespace: str, port: int, labels: dict[str, str], node: str)
             },
         },
     }
+
+
+def sim_service(namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "vllm", "namespace": namespace},
+            "spec": {"selector": labels, "ports": [{"name": "http", "port": SIM_PORT}]}}
 
 
 EXPORTER = textwrap.dedent('''
@@ -208,11 +114,14 @@ EXPORTER = textwrap.dedent('''
             self.wfile.write(body)
         def log_message(self, *a):
             pass
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+    http.server.ThreadingHTTPServer(("0.0.0.0", port), H).serve_forever()
 ''')
 
 
-def exporter_pod(namespace: str, port: int, target_pod: str, node: str) -> dict[str, Any]:
+def exporter_pod(k8s: Any, namespace: str, target_pod: str, node: str,
+                 gpu_namespace: str | None = None) -> dict[str, Any]:
+    """A dcgm-exporter-format pod on ``node`` (four GPUs, two of them ``target_pod``'s, in
+    ``gpu_namespace``, default ``namespace``), in the llmbench image (which has python)."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -226,10 +135,11 @@ def exporter_pod(namespace: str, port: int, target_pod: str, node: str) -> dict[
             "containers": [
                 {
                     "name": "exporter",
-                    "image": "python:3.12-slim",
-                    "command": ["python", "-c", EXPORTER, str(port), namespace, target_pod],
-                    "ports": [{"name": "metrics", "containerPort": port}],
-                    "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 1},
+                    "image": k8s.image("llmbench"),
+                    "command": ["python", "-c", EXPORTER, str(EXPORTER_PORT),
+                                gpu_namespace or namespace, target_pod],
+                    "ports": [{"name": "metrics", "containerPort": EXPORTER_PORT}],
+                    "readinessProbe": {"tcpSocket": {"port": EXPORTER_PORT}, "periodSeconds": 1},
                 }
             ],
         },
@@ -245,17 +155,34 @@ def ready_pods(k8s: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
 
 
 class Target:
-    """The inference Deployment (and optionally its exporter) in a test namespace."""
+    """The inference Deployment and its Service (and optionally an exporter) in a namespace.
+
+    ``service`` is the benchmark's ``target.service`` reference, ``url`` the Service's DNS
+    name (what a user writes in ``target.url``); ``host_url`` reaches the Service's ClusterIP
+    from this machine (its routes lead into the cluster's network) for the test's own reads.
+    """
 
     def __init__(self, k8s: Any, namespace: str, node: str = "gpu-node-a") -> None:
         self.k8s, self.namespace, self.node = k8s, namespace, node
-        self.port = free_port()
         self.labels = {"app": "vllm", "bench": namespace}
         self.selector = f"app=vllm,bench={namespace}"
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.service = {"name": "vllm", "port": SIM_PORT}
+        self.url = f"http://vllm.{namespace}.svc:{SIM_PORT}"
 
-    def deploy(self) -> dict[str, Any]:
-        self.k8s.apply(sim_deployment(self.namespace, self.port, self.labels, self.node))
+    @property
+    def ref(self) -> dict[str, Any]:
+        """``target`` of a benchmark: the Service (its selector finds the pods)."""
+        return {"service": dict(self.service)}
+
+    @property
+    def host_url(self) -> str:
+        svc = self.k8s.get("service", "vllm", self.namespace)
+        return f"http://{svc['spec']['clusterIP']}:{SIM_PORT}"
+
+    def deploy(self, service: bool = True) -> dict[str, Any]:
+        self.k8s.apply(sim_deployment(self.k8s, self.namespace, self.labels, self.node))
+        if service:
+            self.k8s.apply(sim_service(self.namespace, self.labels))
         pods = self.k8s.wait_for(
             "the inference pod to be Ready", lambda: ready_pods(self.k8s, self.namespace,
                                                                  self.selector),
@@ -264,8 +191,7 @@ class Target:
         return dict(pods[0])
 
     def exporter(self, target_pod: str) -> None:
-        port = free_port()
-        self.k8s.apply(exporter_pod(self.namespace, port, target_pod, self.node))
+        self.k8s.apply(exporter_pod(self.k8s, self.namespace, target_pod, self.node))
         self.k8s.wait_for(
             "the dcgm exporter to be Ready",
             lambda: ready_pods(self.k8s, self.namespace, "app=nvidia-dcgm-exporter"),
@@ -300,7 +226,7 @@ def cond(st: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in st.get("conditions") or [] if c["type"] == type_), {})
 
 
-def diag(k8s: Any, namespace: str, op: Operator) -> Any:
+def diag(k8s: Any, namespace: str, op: Release) -> Any:
     def show() -> str:
         out = k8s.kubectl("get", "llmb", "-n", namespace, "-o", "yaml", check=False).stdout
         return f"{out}\n{k8s.describe(namespace)}\n--- operator log ---\n{op.tail()}"
@@ -308,7 +234,7 @@ def diag(k8s: Any, namespace: str, op: Operator) -> Any:
     return show
 
 
-def wait_phase(k8s: Any, namespace: str, name: str, op: Operator, phases: tuple[str, ...],
+def wait_phase(k8s: Any, namespace: str, name: str, op: Release, phases: tuple[str, ...],
                timeout: float = 180) -> dict[str, Any]:
     return dict(k8s.wait_for(
         f"{name} to reach {'/'.join(phases)}",
@@ -323,13 +249,12 @@ def wait_phase(k8s: Any, namespace: str, name: str, op: Operator, phases: tuple[
 
 
 def test_a_sweep_runs_next_to_the_gpu_pods_and_lands_in_status(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = Target(k8s, namespace)
     pod = target.deploy()
     target.exporter(pod["metadata"]["name"])
-    k8s.apply(benchmark("sweep", namespace, {"url": target.url,
-                                             "podSelector": {"matchLabels": target.labels}}))
+    k8s.apply(benchmark("sweep", namespace, target.ref))
     job = k8s.wait_for("the runner Job", lambda: k8s.get("job", "sweep-run-1", namespace), 60,
                        diag=diag(k8s, namespace, operator))
     assert job["metadata"]["ownerReferences"][0]["kind"] == "LLMBenchmark"
@@ -379,7 +304,7 @@ def test_a_sweep_runs_next_to_the_gpu_pods_and_lands_in_status(
 
 
 def test_missing_references_hold_the_run_until_they_exist(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = Target(k8s, namespace)
     spec_target = {
@@ -416,17 +341,17 @@ def test_missing_references_hold_the_run_until_they_exist(
     for what in ("llmb/held", "configmap/held-run-1", "job/held-run-1"):
         assert secret not in k8s.kubectl("get", what, "-n", namespace, "-o", "yaml").stdout
     assert secret not in k8s.kubectl("get", "events", "-n", namespace, "-o", "yaml").stdout
-    assert secret not in operator.tail(10**7)
+    assert secret not in operator.log()
     runner = k8s.pods(namespace, "llmbench.io/benchmark=held")[0]["metadata"]["name"]
     assert secret not in k8s.kubectl("logs", runner, "-n", namespace, check=False).stdout
 
 
 def test_a_missing_service_is_a_condition_and_its_creation_starts_the_job(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = Target(k8s, namespace)
-    target.deploy()
-    k8s.apply(benchmark("svc", namespace, {"service": {"name": "vllm", "port": target.port}},
+    target.deploy(service=False)
+    k8s.apply(benchmark("svc", namespace, target.ref,
                         telemetry={"dcgm": "off", "serverMetrics": "off"}))
     st = k8s.wait_for(
         "ServiceNotFound",
@@ -436,10 +361,7 @@ def test_a_missing_service_is_a_condition_and_its_creation_starts_the_job(
     )
     assert cond(st, "TargetReady")["message"] == f"Service {namespace}/vllm does not exist"
     assert k8s.get("job", "svc-run-1", namespace) is None
-    k8s.apply({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": "vllm", "namespace": namespace},
-               "spec": {"selector": target.labels,
-                        "ports": [{"name": "http", "port": target.port}]}})
+    k8s.apply(sim_service(namespace, target.labels))
     job = k8s.wait_for("the Job once the Service exists",
                        lambda: k8s.get("job", "svc-run-1", namespace), 60,
                        diag=diag(k8s, namespace, operator))
@@ -451,13 +373,16 @@ def test_a_missing_service_is_a_condition_and_its_creation_starts_the_job(
     st = k8s.wait_for("the stack in status",
                       lambda: (s := status(k8s, namespace, "svc")).get("stack") and s, 30)
     assert st["stack"]["targetPods"]
+    # and the run goes through the Service: CoreDNS names it, kube-proxy routes it
+    st = wait_phase(k8s, namespace, "svc", operator, ("Succeeded", "Failed"))
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert all(p["ott"] > 0 for p in st["points"])
 
 
-def test_an_unschedulable_runner_says_why(k8s: Any, namespace: str, operator: Operator) -> None:
+def test_an_unschedulable_runner_says_why(k8s: Any, namespace: str, operator: Release) -> None:
     target = Target(k8s, namespace)
     target.deploy()
-    k8s.apply(benchmark("huge", namespace,
-                        {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+    k8s.apply(benchmark("huge", namespace, target.ref,
                         runner={"requests": {"cpu": "500", "memory": "128Mi"},
                                 "limits": {"cpu": "500", "memory": "128Mi"}}))
     st = k8s.wait_for(
@@ -471,11 +396,11 @@ def test_an_unschedulable_runner_says_why(k8s: Any, namespace: str, operator: Op
 
 
 def test_two_benchmarks_on_one_endpoint_take_turns_and_delete_cleans_up(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = Target(k8s, namespace)
     target.deploy()
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    ref = target.ref
     k8s.apply(benchmark("first", namespace, ref, telemetry={"dcgm": "off"}))
     k8s.wait_for("the first Job", lambda: k8s.get("job", "first-run-1", namespace), 60,
                  diag=diag(k8s, namespace, operator))
@@ -505,19 +430,16 @@ def test_two_benchmarks_on_one_endpoint_take_turns_and_delete_cleans_up(
 
 
 def test_operator_restart_mid_run_makes_no_second_job(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = Target(k8s, namespace)
     target.deploy()
-    k8s.apply(benchmark("restart", namespace,
-                        {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+    k8s.apply(benchmark("restart", namespace, target.ref,
                         telemetry={"dcgm": "off"},
                         load={"requestCount": 48, "warmupRequestCount": 0}))
     k8s.wait_for("the Job", lambda: k8s.get("job", "restart-run-1", namespace), 60,
                  diag=diag(k8s, namespace, operator))
-    operator.stop(signal.SIGKILL)
-    time.sleep(1)
-    operator.start()
+    operator.restart()
     st = wait_phase(k8s, namespace, "restart", operator, ("Succeeded", "Failed"))
     assert st["phase"] == "Succeeded" and st["run"] == 1
     jobs = k8s.kubectl("get", "jobs", "-n", namespace, "-o", "name").stdout.split()
@@ -525,11 +447,11 @@ def test_operator_restart_mid_run_makes_no_second_job(
 
 
 def test_a_new_spec_runs_again_with_a_new_run_number(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = Target(k8s, namespace)
     target.deploy()
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    ref = target.ref
     k8s.apply(benchmark("again", namespace, ref, telemetry={"dcgm": "off"}))
     st = wait_phase(k8s, namespace, "again", operator, ("Succeeded", "Failed"))
     assert st["phase"] == "Succeeded" and st["run"] == 1
@@ -563,11 +485,11 @@ def test_a_new_spec_runs_again_with_a_new_run_number(
 
 
 def test_a_spec_only_python_can_refuse_is_reported_as_a_condition(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     """A schedule that never fires passes CEL (it needs a calendar) and is the operator's to
     report: Accepted=False with the field and the fix, no Job."""
-    k8s.apply(benchmark("never", namespace, {"url": "http://127.0.0.1:9"},
+    k8s.apply(benchmark("never", namespace, {"url": "http://nothing.invalid:9"},
                         schedule="0 0 30 2 *"))
     st = wait_phase(k8s, namespace, "never", operator, ("Failed",), 60)
     c = cond(st, "Accepted")
@@ -578,7 +500,7 @@ def test_a_spec_only_python_can_refuse_is_reported_as_a_condition(
 
 def sim_requests(target: Target) -> float:
     """Requests the inference server finished, from its own Prometheus counters."""
-    with urllib.request.urlopen(f"{target.url}/metrics", timeout=5) as r:
+    with urllib.request.urlopen(f"{target.host_url}/metrics", timeout=5) as r:
         text = r.read().decode()
     total = 0.0
     for line in text.splitlines():
@@ -587,12 +509,11 @@ def sim_requests(target: Target) -> float:
     return total
 
 
-def four_points_under_way(k8s: Any, namespace: str, operator: Operator, name: str) -> Target:
+def four_points_under_way(k8s: Any, namespace: str, operator: Release, name: str) -> Target:
     """A 4-point, 40-request sweep whose first point is in status: time to break something."""
     target = Target(k8s, namespace)
     target.deploy()
-    k8s.apply(benchmark(name, namespace,
-                        {"url": target.url, "podSelector": {"matchLabels": target.labels}},
+    k8s.apply(benchmark(name, namespace, target.ref,
                         telemetry={"dcgm": "off", "serverMetrics": "off"},
                         load={"requestCount": 40, "warmupRequestCount": 0},
                         sweep={"type": "concurrency", "values": [1, 2, 3, 4]}))
@@ -605,7 +526,7 @@ def four_points_under_way(k8s: Any, namespace: str, operator: Operator, name: st
 
 
 def test_a_killed_runner_pod_resumes_and_repeats_no_finished_point(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = four_points_under_way(k8s, namespace, operator, "resume")
     (first_pod,) = k8s.pods(namespace, "llmbench.io/benchmark=resume")
@@ -625,7 +546,7 @@ def test_a_killed_runner_pod_resumes_and_repeats_no_finished_point(
 
 
 def test_a_target_that_goes_down_mid_sweep_fails_the_run_and_keeps_what_was_measured(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = four_points_under_way(k8s, namespace, operator, "down")
     k8s.kubectl("delete", "deployment", "vllm", "-n", namespace, "--wait=false")
@@ -640,28 +561,30 @@ def test_a_target_that_goes_down_mid_sweep_fails_the_run_and_keeps_what_was_meas
 
 
 def test_same_zone_uses_the_other_node_of_the_zone_when_the_target_node_is_full(
-    k8s: Any, namespace: str, operator: Operator
+    k8s: Any, namespace: str, operator: Release
 ) -> None:
     target = Target(k8s, namespace)
     target.deploy()
-    # Fill gpu-node-a (64 CPUs) so that an 8-CPU runner no longer fits there; cpu-node-a, in
-    # the same zone, has 16.
+    # Fill gpu-node-a so that a 1-CPU runner no longer fits there (a real node has the
+    # machine's CPUs); cpu-node-a, in the same zone, has room (only the operator runs there).
+    alloc = k8s.get("node", "gpu-node-a")["status"]["allocatable"]["cpu"]
+    millis = int(alloc[:-1]) if alloc.endswith("m") else int(alloc) * 1000
     k8s.apply({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "filler", "namespace": namespace},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": "gpu-node-a"},
             "tolerations": [GPU_TOLERATION],
-            "containers": [{"name": "f", "image": "python:3.12-slim",
-                            "command": ["python", "-c", "import time; time.sleep(600)"],
-                            "resources": {"requests": {"cpu": "60"}}}],
+            "containers": [{"name": "f", "image": k8s.image("llmbench"),
+                            "command": ["sleep", "600"],
+                            "resources": {"requests": {"cpu": f"{millis - 300}m"}}}],
         },
     })
     k8s.wait_for("the filler pod to run",
                  lambda: (k8s.get("pod", "filler", namespace) or {}).get("status", {}).get(
                      "phase") == "Running", 60)
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
-    big = {"requests": {"cpu": "8", "memory": "128Mi"}, "limits": {"cpu": "8", "memory": "1Gi"}}
+    ref = target.ref
+    big = {"requests": {"cpu": "1", "memory": "128Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
     k8s.apply(benchmark("zone", namespace, ref, placement="SameZone", runner=big,
                         telemetry={"dcgm": "off"}, sweep={"type": "concurrency", "values": [1]}))
     st = wait_phase(k8s, namespace, "zone", operator, ("Succeeded", "Failed"), 180)

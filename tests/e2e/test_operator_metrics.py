@@ -1,6 +1,6 @@
-"""The operator's ``/metrics`` on the project's control plane: ``llmbench operator -A
---metrics-port P`` as a process with the service account of ``deploy/operator-rbac.yaml`` (no
-new permission), scraped over HTTP and parsed with Prometheus' text parser.
+"""The operator's ``/metrics`` on the project's cluster: the chart's operator pod with
+``metrics.port`` (its container port ``metrics``, the chart's RBAC: no new permission), scraped
+over HTTP at its pod IP from this machine and parsed with Prometheus' text parser.
 
 The finished run is written straight through the status subresource before the operator
 starts: a ``Succeeded`` benchmark whose ``observedGeneration`` is its generation is done
@@ -13,38 +13,49 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cluster.controlplane import free_port
-from tests.e2e.test_operator import (
-    OPERATOR_NS,
-    RBAC_FILE,
-    Operator,
-    benchmark,
-    sa_kubeconfig,
-)
+from tests.e2e.release import OPERATOR_NS, Release, operator_values
+from tests.e2e.test_operator import benchmark
 
 pytestmark = pytest.mark.e2e
 
 
-class MetricsOperator(Operator):
-    """:class:`Operator` with ``--metrics-port`` (its ``start`` builds the command line)."""
+class MetricsOperator:
+    """The chart's operator with ``metrics.port``, installed by :meth:`start` (the test first
+    writes the status the operator must find), scraped at its pod IP."""
 
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
-        super().__init__(kubeconfig, log)
-        self.metrics_port = 0
+    port = 9090
 
-    def extra_args(self) -> list[str]:
-        self.metrics_port = free_port()
-        return ["--metrics-port", str(self.metrics_port)]
+    def __init__(self, k8s: Any) -> None:
+        self.k8s = k8s
+        self.release = Release(k8s, "metrics", OPERATOR_NS)
+        self.pod_ip = ""
+        self.started = False
+
+    def start(self) -> None:
+        if self.k8s.get("namespace", OPERATOR_NS) is None:
+            self.k8s.kubectl("create", "namespace", OPERATOR_NS)
+        self.release.install(**operator_values(self.k8s, **{"metrics.port": self.port}))
+        self.started = True
+        pod = self.release.ready()
+        ports = pod["spec"]["containers"][0]["ports"]
+        assert {"name": "metrics", "containerPort": self.port, "protocol": "TCP"} in ports
+        self.pod_ip = pod["status"]["podIP"]
+
+    def stop(self) -> None:
+        if self.started:
+            self.release.uninstall()
+
+    def tail(self) -> str:
+        return self.release.tail()
 
     def scrape(self) -> dict[str, list[Any]]:
         """Metric family name -> its samples, parsed from the real text format."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        url = f"http://{self.pod_ip}:{self.port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as r:
             assert r.headers["Content-Type"].startswith("text/plain"), r.headers
             text = r.read().decode()
@@ -79,19 +90,8 @@ def finished_status(generation: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def metrics_operator(
-    crd_installed: Any, tmp_path: Path
-) -> Iterator[MetricsOperator]:
-    k8s = crd_installed
-    if k8s.get("namespace", OPERATOR_NS) is None:
-        k8s.kubectl("create", "namespace", OPERATOR_NS)
-    k8s.kubectl("apply", "-f", str(RBAC_FILE))
-    k8s.wait_for(
-        "the operator ServiceAccount",
-        lambda: k8s.get("serviceaccount", "llmbench-operator", OPERATOR_NS), 30,
-    )
-    kubeconfig = sa_kubeconfig(k8s, OPERATOR_NS, "llmbench-operator", tmp_path / "kubeconfig")
-    op = MetricsOperator(kubeconfig, tmp_path / "operator.log")
+def metrics_operator(crd_installed: Any) -> Iterator[MetricsOperator]:
+    op = MetricsOperator(crd_installed)
     try:
         yield op
     finally:
@@ -102,7 +102,7 @@ def test_metrics_serve_the_last_valid_run_and_forget_deleted_benchmarks(
     crd_installed: Any, namespace: str, metrics_operator: MetricsOperator
 ) -> None:
     k8s, op = crd_installed, metrics_operator
-    body = benchmark("nightly", namespace, {"url": "http://127.0.0.1:9"},
+    body = benchmark("nightly", namespace, {"url": "http://nothing.invalid:9"},
                      cost={"pricePerHour": 4.5})
     k8s.apply(body)
     generation = int(k8s.get("llmbenchmark", "nightly", namespace)["metadata"]["generation"])

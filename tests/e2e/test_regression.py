@@ -1,4 +1,4 @@
-"""Nightly regression verdicts on the real control plane: scheduled runs of one benchmark while
+"""Nightly regression verdicts on the project's cluster: scheduled runs of one benchmark while
 the simulator behind it is redeployed slower, and a run spoiled by someone else's traffic.
 
 The schedule's ticks come from the operator's test clock (``ClockedOperator``), so five
@@ -32,8 +32,8 @@ TICK_S = 6 * 60  # the schedule is */5: each shift of the clock passes one tick
 
 def redeploy(k8s: Any, target: Target, ttft: str) -> None:
     """The simulator rolled out with another time to first token (a 'deploy' of the model
-    server), old pod gone before the new one binds the same port (Recreate)."""
-    dep = sim_deployment(target.namespace, target.port, target.labels, target.node)
+    server), old pod gone before the new one serves (Recreate)."""
+    dep = sim_deployment(k8s, target.namespace, target.labels, target.node)
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     args[args.index("--time-to-first-token") + 1] = ttft
     dep["spec"]["strategy"] = {"type": "Recreate"}
@@ -100,11 +100,12 @@ def test_a_slower_deploy_is_a_regression_and_foreign_traffic_is_never_judged(
         # only a several-fold slowdown counts: this shared machine's noise must not
         "baseline": {"tolerances": {"ttftP99": "+200%"}},
     }
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    ref = target.ref
     k8s.apply(benchmark(NAME, namespace, ref, **spec))
 
     st = finished_run(k8s, namespace, NAME, clocked, 1)
-    assert st["phase"] == "Succeeded" and cond(st, "MeasurementValid")["status"] == "True"
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert cond(st, "MeasurementValid")["status"] == "True", cond(st, "MeasurementValid")
     assert regressed(st)[:2] == ("Unknown", "NoBaseline")  # a first run has nothing to beat
 
     clocked.shift(TICK_S)
@@ -131,7 +132,7 @@ def test_a_slower_deploy_is_a_regression_and_foreign_traffic_is_never_judged(
     assert event["type"] == "Warning" and "ttft_p99" in event["message"]
 
     clocked.shift(3 * TICK_S)
-    with ForeignTraffic(target.url) as foreign:
+    with ForeignTraffic(target.host_url) as foreign:  # through the ClusterIP
         st = finished_run(k8s, namespace, NAME, clocked, 4)
     assert foreign.sent > 0
     assert cond(st, "MeasurementValid")["status"] == "False", cond(st, "MeasurementValid")

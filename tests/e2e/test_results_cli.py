@@ -124,7 +124,7 @@ def bench(crd_installed: Any, namespace: str) -> dict[str, Any]:
     k8s.apply({
         "apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": NAME},
         "spec": {
-            "target": {"url": "http://127.0.0.1:8000", "model": "m"},
+            "target": {"url": "http://vllm.default.svc:8000", "model": "m"},
             "sweep": {"type": "concurrency", "values": [1, 2, 4]},
             "slo": {"ttftP99Ms": 200},
         },
@@ -316,7 +316,7 @@ def test_benchmark_without_a_run(
     ns = bench["ns"]
     bench["k8s"].apply({
         "apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "fresh"},
-        "spec": {"target": {"url": "http://127.0.0.1:8000"}},
+        "spec": {"target": {"url": "http://vllm.default.svc:8000"}},
     }, ns)
     words = [w if w != NAME else "fresh" for w in bench["words"]]
     code, out, err = results(capsys, *words)

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import ssl
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -43,8 +40,6 @@ from llmbench.operator.build import (
     runner_service_account,
 )
 from llmbench.runner.job.store import ConfigMapStore, StoreError
-from llmbench.runner.sweep.analysis import ANALYZE_CSV
-from llmbench.sim import spawn_sim
 
 pytestmark = pytest.mark.e2e
 
@@ -70,8 +65,8 @@ def without_owner(obj: dict[str, Any]) -> dict[str, Any]:
 
 def test_runner_token_writes_only_its_configmap(k8s: Any, namespace: str, tmp_path: Path) -> None:
     bench = {"metadata": {"name": "bench", "namespace": namespace, "uid": str(uuid.uuid4())}}
-    spec = Spec.from_manifest({"target": {"url": "http://127.0.0.1:9", "model": "m"}})
-    ctx = RunContext(benchmark="bench", namespace=namespace, url="http://127.0.0.1:9")
+    spec = Spec.from_manifest({"target": {"url": "http://nothing.invalid:9", "model": "m"}})
+    ctx = RunContext(benchmark="bench", namespace=namespace, url="http://nothing.invalid:9")
     objects = [
         without_owner(build(bench, 1))
         for build in (runner_service_account, runner_role, runner_role_binding)
@@ -129,53 +124,90 @@ def test_runner_token_writes_only_its_configmap(k8s: Any, namespace: str, tmp_pa
         assert created.status_code == 403
 
 
-def test_job_cli_sweeps_into_its_configmap(k8s: Any, namespace: str, tmp_path: Path) -> None:
-    """``llmbench job`` as the Job runs it (a process here, not a pod), with the runner's
-    token: a two-point sweep against ``llmbench sim`` ends as results in the ConfigMap."""
+def sim_behind_a_service(k8s: Any, namespace: str, key: str) -> str:
+    """``llmbench sim`` (the built image) with an API key, behind Service ``sim``; its URL."""
+    labels = {"app": "sim"}
+    k8s.apply([
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "sim", "namespace": namespace, "labels": labels},
+         "spec": {"containers": [{
+             "name": "sim", "image": k8s.image("llmbench"),
+             "args": ["sim", "--host", "0.0.0.0", "--port", "8000", "--ttft-ms", "10",
+                      "--itl-ms", "2", "--api-key", key],
+             "ports": [{"containerPort": 8000}],
+             "readinessProbe": {"tcpSocket": {"port": 8000}, "periodSeconds": 1}}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "sim", "namespace": namespace},
+         "spec": {"selector": labels, "ports": [{"port": 8000}]}},
+    ])
+    k8s.wait_for("the sim pod to be Ready", lambda: any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in (k8s.get("pod", "sim", namespace) or {}).get("status", {}).get("conditions") or []
+    ), 90, diag=lambda: k8s.describe(namespace))
+    return f"http://sim.{namespace}.svc:8000"
+
+
+def test_job_cli_sweeps_into_its_configmap(k8s: Any, namespace: str) -> None:
+    """``llmbench job`` as the Job runs it: the built image in a pod with the runner's
+    ServiceAccount token (mounted by the kubelet) and the API key from a Secret; a two-point
+    sweep against ``llmbench sim`` behind a Service ends as results in the ConfigMap."""
     key = "sk-e2e-runner-key-5a4b3c2d1e"
-    url, sim = spawn_sim(["--ttft-ms", "10", "--itl-ms", "2", "--api-key", key])
-    try:
-        bench = {"metadata": {"name": "sweep", "namespace": namespace, "uid": str(uuid.uuid4())}}
-        spec = Spec.from_manifest({
-            "target": {"url": url, "apiKeySecretRef": {"name": "api-key", "key": "key"}},
-            "workload": {"inputTokens": {"mean": 16}, "outputTokens": {"mean": 8}},
-            "load": {"requestCount": 6, "warmupRequestCount": 1},
-            "sweep": {"type": "concurrency", "values": [1.0, 2.0]},
-        })
-        ctx = RunContext(benchmark="sweep", namespace=namespace, url=url,
-                         api_key_env=ENV_API_KEY, server_metrics="off")
-        objects = [without_owner(o) for o in (
-            results_configmap(bench, 1, spec, ctx), runner_service_account(bench, 1),
-            runner_role(bench, 1), runner_role_binding(bench, 1),
-        )]
-        name = objects[0]["metadata"]["name"]
-        k8s.apply(objects, namespace)
-        token = k8s.core.create_namespaced_service_account_token(
-            name, namespace, {"spec": {"expirationSeconds": 600}}
-        ).status.token
-        server, ca = api_server(k8s.kubeconfig)
-        sa = tmp_path / "serviceaccount"
-        sa.mkdir()
-        (sa / "token").write_text(token)
-        (sa / "ca.crt").write_bytes(ca)
-        term = tmp_path / "termination-log"
-        proc = subprocess.run(
-            [sys.executable, "-m", "llmbench", "job", "--configmap", name, "--namespace",
-             namespace, "--server", server, "--service-account-dir", str(sa),
-             "--artifact-dir", str(tmp_path / "results"), "--termination-log", str(term)],
-            env={**os.environ, ENV_API_KEY: key}, capture_output=True, text=True, timeout=300,
-        )
-    finally:
-        sim.terminate()
-        sim.wait(10)
-    assert proc.returncode == 0, proc.stderr
+    url = sim_behind_a_service(k8s, namespace, key)
+    bench = {"metadata": {"name": "sweep", "namespace": namespace, "uid": str(uuid.uuid4())}}
+    spec = Spec.from_manifest({
+        "target": {"url": url, "apiKeySecretRef": {"name": "api-key", "key": "key"}},
+        "workload": {"inputTokens": {"mean": 16}, "outputTokens": {"mean": 8}},
+        "load": {"requestCount": 6, "warmupRequestCount": 1},
+        "sweep": {"type": "concurrency", "values": [1.0, 2.0]},
+    })
+    ctx = RunContext(benchmark="sweep", namespace=namespace, url=url,
+                     api_key_env=ENV_API_KEY, server_metrics="off")
+    objects = [without_owner(o) for o in (
+        results_configmap(bench, 1, spec, ctx), runner_service_account(bench, 1),
+        runner_role(bench, 1), runner_role_binding(bench, 1),
+    )]
+    name = objects[0]["metadata"]["name"]
+    objects.append({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "api-key", "namespace": namespace},
+                    "stringData": {"key": key}})
+    k8s.apply(objects, namespace)
+    k8s.apply({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "runner", "namespace": namespace},
+        "spec": {
+            "serviceAccountName": name, "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65532},
+            "containers": [{
+                "name": "runner", "image": k8s.image("llmbench"),
+                "args": ["job", "--configmap", name, "--namespace", namespace,
+                         "--artifact-dir", "/results"],
+                "env": [{"name": ENV_API_KEY, "valueFrom": {
+                    "secretKeyRef": {"name": "api-key", "key": "key"}}}],
+                "securityContext": {"readOnlyRootFilesystem": True,
+                                    "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}},
+                "volumeMounts": [{"name": "results", "mountPath": "/results"},
+                                 {"name": "tmp", "mountPath": "/tmp"}],
+            }],
+            "volumes": [{"name": "results", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+        },
+    })
+    pod = k8s.wait_for(
+        "the runner pod to finish",
+        lambda: (p := k8s.get("pod", "runner", namespace))
+        and p["status"].get("phase") in ("Succeeded", "Failed") and p,
+        240, diag=lambda: k8s.describe(namespace),
+    )
+    logs = k8s.kubectl("logs", "runner", "-n", namespace).stdout
+    assert pod["status"]["phase"] == "Succeeded", logs[-3000:]
     data = k8s.get("configmap", name, namespace)["data"]
     digest = RunDigest.model_validate_json(data[DIGEST_KEY])
     assert (digest.done, digest.total, digest.finished, digest.failed) == (2, 2, True, None)
     points = sorted(k for k in data if point_name_of(k) is not None)
     assert points == sorted(point_key(p.name) for p in digest.points)
-    assert data[SUMMARY_KEY] == (tmp_path / "results" / ANALYZE_CSV).read_text()
     assert json.loads(data[CHECKPOINT_KEY])["complete"] is True
-    assert RunDigest.model_validate_json(term.read_text()).finished
-    for text in (*data.values(), proc.stdout, proc.stderr, term.read_text()):
+    assert data[SUMMARY_KEY].startswith("Config Name,Concurrency,ISL")  # analyze's CSV
+    term = pod["status"]["containerStatuses"][0]["state"]["terminated"].get("message", "")
+    token = k8s.core.create_namespaced_service_account_token(
+        name, namespace, {"spec": {"expirationSeconds": 600}}).status.token
+    for text in (*data.values(), logs, term):
         assert key not in text and token not in text

@@ -1,6 +1,7 @@
-"""Scheduled benchmarks on the real control plane: ticks, suspend, and one catch-up run after
+"""Scheduled benchmarks on the project's cluster: ticks, suspend, and one catch-up run after
 the operator was down across many ticks. The operator's clock is moved forward through a file
-(``--clock-offset-file``) instead of waiting minutes."""
+(``--clock-offset-file``) instead of waiting minutes: the chart's operator pod gets that flag
+and the file's folder as a read-only hostPath volume (every node runs on this machine)."""
 
 from __future__ import annotations
 
@@ -12,54 +13,80 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.release import OPERATOR_NS, Release, operator_values
 from tests.e2e.test_operator import (
-    OPERATOR_NS,
-    RBAC_FILE,
-    Operator,
     Target,
     benchmark,
     diag,
-    sa_kubeconfig,
     status,
 )
 
 pytestmark = pytest.mark.e2e
 
 
-class ClockedOperator(Operator):
-    """The operator with a clock the test moves (``shift``)."""
+class ClockedOperator(Release):
+    """The chart's operator with a clock the test moves (``shift``), stopped and started by
+    scaling its Deployment (an outage of the operator, not of the cluster)."""
 
-    def __init__(self, kubeconfig: Path, log: Path, clock: Path) -> None:
-        super().__init__(kubeconfig, log)
-        self.clock = clock
+    def __init__(self, k8s: Any, clock_dir: Path) -> None:
+        super().__init__(k8s, "clocked", OPERATOR_NS)
+        clock_dir.mkdir(parents=True, exist_ok=True)
+        clock_dir.chmod(0o755)  # read by the operator's uid 65532
+        self.clock_dir = clock_dir
+        self.clock = clock_dir / "offset"
+        self.shift(0)
 
-    def extra_args(self) -> list[str]:
-        return ["--metrics-port", "0", "--clock-offset-file", str(self.clock)]
+    def run(self) -> None:
+        """Installs the chart, then adds the clock: a hostPath volume and the flag."""
+        if self.k8s.get("namespace", OPERATOR_NS) is None:
+            self.k8s.kubectl("create", "namespace", OPERATOR_NS)
+        self.install(**operator_values(self.k8s))
+        self.ready()
+        self.patch_pod([
+            {"op": "add", "path": "/spec/template/spec/volumes/-",
+             "value": {"name": "clock", "hostPath": {"path": str(self.clock_dir),
+                                                     "type": "Directory"}}},
+            {"op": "add", "path": "/spec/template/spec/containers/0/volumeMounts/-",
+             "value": {"name": "clock", "mountPath": "/clock", "readOnly": True}},
+            {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+             "value": "--clock-offset-file=/clock/offset"},
+        ])
 
     def shift(self, seconds: float) -> None:
-        self.clock.write_text(str(seconds))
+        """The operator's clock ``seconds`` ahead (written whole: renamed into place)."""
+        tmp = self.clock_dir / ".offset.tmp"
+        tmp.write_text(str(seconds))
+        tmp.chmod(0o644)
+        tmp.rename(self.clock)
+
+    def scale(self, replicas: int) -> None:
+        self.k8s.kubectl("scale", "deployment", self.fullname, "-n", self.namespace,
+                         f"--replicas={replicas}")
+        if replicas:
+            self.ready()
+        else:
+            self.k8s.wait_for("the operator pod to be gone",
+                              lambda: not self.k8s.pods(self.namespace, self.selector), 60,
+                              diag=self.diag)
+
+    def stop(self) -> None:
+        self.scale(0)
+
+    def start(self) -> None:
+        self.scale(1)
 
 
 @pytest.fixture
 def clocked(crd_installed: Any, tmp_path: Path) -> Iterator[ClockedOperator]:
-    k8s = crd_installed
-    if k8s.get("namespace", OPERATOR_NS) is None:
-        k8s.kubectl("create", "namespace", OPERATOR_NS)
-    k8s.kubectl("apply", "-f", str(RBAC_FILE))
-    k8s.wait_for("the operator ServiceAccount",
-                 lambda: k8s.get("serviceaccount", "llmbench-operator", OPERATOR_NS), 30)
-    clock = tmp_path / "clock"
-    clock.write_text("0")
-    op = ClockedOperator(sa_kubeconfig(k8s, OPERATOR_NS, "llmbench-operator",
-                                       tmp_path / "kubeconfig"), tmp_path / "operator.log", clock)
-    op.start()
+    op = ClockedOperator(crd_installed, tmp_path / "clock")
     try:
+        op.run()
         yield op
     finally:
-        op.stop()
+        op.uninstall()
 
 
-def finished_run(k8s: Any, namespace: str, name: str, op: Operator, run: int) -> dict[str, Any]:
+def finished_run(k8s: Any, namespace: str, name: str, op: Release, run: int) -> dict[str, Any]:
     return dict(k8s.wait_for(
         f"{name} run {run} to finish",
         lambda: (s := status(k8s, namespace, name)).get("run") == run
@@ -85,7 +112,7 @@ def test_ticks_run_suspend_pauses_and_an_outage_costs_one_catch_up_run(
                             "sweep": {"type": "concurrency", "values": [1]},
                             "load": {"requestCount": 4, "warmupRequestCount": 0},
                             "schedule": "*/5 * * * *"}
-    ref = {"url": target.url, "podSelector": {"matchLabels": target.labels}}
+    ref = target.ref
     k8s.apply(benchmark("nightly", namespace, ref, **spec))
     st = finished_run(k8s, namespace, "nightly", clocked, 1)  # a new benchmark runs at once
     assert st["phase"] == "Succeeded" and st.get("nextRunTime")

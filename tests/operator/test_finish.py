@@ -79,6 +79,19 @@ def test_failure_reasons_from_the_most_specific_to_the_job() -> None:
     assert late.failed and kinds(late.conditions)["MeasurementValid"] == ("True", "Valid")
 
 
+def test_the_operators_own_reason_and_the_kernels_oom_kill() -> None:
+    # the operator ended the run itself (an image that never pulls): its reason wins
+    pull = run_outcome(3, "Failed", {}, digest(failed="ignored"), 5,
+                       reason="image cannot be pulled")
+    assert pull.message == "run 3 failed: image cannot be pulled"
+    # an OOM kill is added to the Job's "backoff", and only to a failed Job
+    oom = "the runner container was OOMKilled (limits.memory 64Mi): raise spec.runner.limits.memory"
+    job = run_outcome(3, "Failed", JOB_FAILED, None, 5, oom=oom)
+    assert job.message == (
+        "run 3 failed: DeadlineExceeded: Job was active longer than specified deadline; " + oom)
+    assert run_outcome(3, "Succeeded", JOB_DONE, digest(), 5, oom=oom).message == "run 3 finished"
+
+
 def status(**kw: Any) -> BenchmarkStatus:
     base: dict[str, Any] = {"run": 3, "phase": "Running", "observedGeneration": 5,
                             "job": "nightly-run-3", "startedTime": "2026-12-01T02:00:00Z",

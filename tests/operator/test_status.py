@@ -19,7 +19,9 @@ from llmbench.operator.status import (
     condition,
     decide,
     digest_patch,
+    image_pull_failure,
     job_outcome,
+    oom_killed,
     runner_pod_conditions,
     set_condition,
     validity_condition,
@@ -70,6 +72,34 @@ def test_runner_pod_pending_for_the_scheduler_says_why() -> None:
         {"type": "PodScheduled", "status": "True"}]}}
     assert [(c.type, c.status) for c in runner_pod_conditions(running, 1)] == [
         ("RunnerScheduled", "True"), ("Running", "True")]
+
+
+def test_a_runner_image_the_kubelet_backs_off_pulling_is_a_failure_naming_it() -> None:
+    def pod(reason: str, message: str = "") -> dict[str, Any]:
+        return {"status": {"phase": "Pending", "containerStatuses": [{
+            "name": "runner", "image": "localhost/llmbench:nope",
+            "state": {"waiting": {"reason": reason, "message": message}}}]}}
+
+    # the first failed pull gets the kubelet's retry: not yet a failure
+    assert image_pull_failure(pod("ErrImagePull", "connection refused")) is None
+    assert image_pull_failure(pod("ContainerCreating")) is None
+    msg = image_pull_failure(pod("ImagePullBackOff", 'Back-off pulling image "x"'))
+    assert msg is not None and "localhost/llmbench:nope" in msg
+    assert "ImagePullBackOff: Back-off pulling image" in msg and "spec.runner.image" in msg
+    assert "InvalidImageName" in (image_pull_failure(pod("InvalidImageName")) or "")
+
+
+def test_an_oom_killed_runner_is_named_with_its_limit_and_the_fix() -> None:
+    spec = {"containers": [{"name": "runner", "resources": {"limits": {"memory": "40Mi"}}}]}
+    retried = {"spec": spec, "status": {"containerStatuses": [{
+        "state": {"running": {}},
+        "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}]}}
+    assert oom_killed([retried]) == (
+        "the runner container was OOMKilled (limits.memory 40Mi): raise "
+        "spec.runner.limits.memory")
+    failed = {"spec": spec, "status": {"containerStatuses": [{
+        "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]}}
+    assert oom_killed([failed]) is None and oom_killed([]) is None
 
 
 def big_digest() -> RunDigest:
