@@ -41,11 +41,12 @@ ensure_docker() {
   if docker info >/dev/null 2>&1; then return 0; fi
   mkdir -p "$DOCKER_ROOT"
   say "starting dockerd (socket $DOCKER_HOST, data root $DOCKER_ROOT, log $DOCKER_RUN/dockerd.log)"
-  # setsid: the daemon outlives this script (hack/kind/down.sh stops it by its pid file).
+  # setsid: the daemon outlives this script (hack/kind/down.sh stops it by its pid file);
+  # 9>&-: it must not inherit build.sh's lock.
   setsid dockerd --host "$DOCKER_HOST" --data-root "$DOCKER_ROOT" --exec-root "$DOCKER_RUN/exec" \
     --pidfile "$DOCKER_RUN/dockerd.pid" --iptables=false --ip-forward=false --ip-masq=false \
     --bridge=none --add-runtime "llmbench-runc=$KIND_HACK/runc-caps" --default-runtime llmbench-runc \
-    >"$DOCKER_RUN/dockerd.log" 2>&1 </dev/null &
+    >"$DOCKER_RUN/dockerd.log" 2>&1 </dev/null 9>&- &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && return 0
     sleep 0.5
