@@ -262,6 +262,7 @@ if ! image_exists "$BASE_IMAGE"; then
   "${BUILDAH[@]}" push "localhost/$BASE_IMAGE" "docker-archive:$TMP/base.tar:$BASE_IMAGE" >>"$KCACHE/base.log" 2>&1 \
     && docker load -i "$TMP/base.tar" >/dev/null \
     || die "step base: moving the base image from buildah to docker failed (see $KCACHE/base.log)"
+  docker rmi "localhost/$BASE_IMAGE" >/dev/null 2>&1 || true
   "${BUILDAH[@]}" rmi -a >/dev/null 2>&1 || true
 fi
 lap "step base: $BASE_IMAGE"
@@ -390,5 +391,10 @@ if ! image_exists "$NODE_IMAGE"; then
     || die "step node-image: kind build node-image failed (see $KCACHE/node-image.log: $(grep -m1 -iE 'error|fail' "$KCACHE/node-image.log"))"
 fi
 echo "$NODE_IMAGE" >"$NODE_IMAGE_FILE"
+# Older node and base images (~1.3 GB and ~0.4 GB each) go; one a cluster still runs stays.
+for old in $(docker images --format '{{.Repository}}:{{.Tag}}' llmbench-kind/node; docker images --format '{{.Repository}}:{{.Tag}}' llmbench-kind/base); do
+  [[ "$old" == "$NODE_IMAGE" || "$old" == "$BASE_IMAGE" ]] || docker rmi "$old" >/dev/null 2>&1 || true
+done
+docker image prune -f >/dev/null 2>&1 || true
 lap "step node-image: $NODE_IMAGE"
 say "built in $(( $(date +%s) - start )) s -> $NODE_IMAGE (hack/kind/up.sh starts a cluster from it)"
