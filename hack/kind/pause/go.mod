@@ -1,0 +1,3 @@
+module llmbench.local/kindpause
+
+go 1.25
