@@ -69,6 +69,19 @@ def _img(path: Path) -> str:
     return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
 
 
+def split_tables(text: str) -> tuple[str, str | None]:
+    """The summary CSV's two tables: table 1, and the GPU table or None when it has no rows.
+
+    They are separated by an empty row; the CSV's line ends are CRLF (Python's csv writer),
+    and GenAI-Perf writes the GPU table's header even without GPUs, so a header alone is no
+    table to show.
+    """
+    lines = text.splitlines(keepends=True)
+    cut = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+    gpu = lines[cut + 1:]
+    return "".join(lines[:cut]), ("".join(gpu) if len(gpu) > 1 else None)
+
+
 def _csv_table(text: str, row_classes: dict[int, str] | None = None) -> str:
     """CSV text (one table) as an HTML table; ``row_classes`` by data-row index."""
     rows = list(csv.reader(io.StringIO(text)))
@@ -153,7 +166,7 @@ def render_report(
         classes[data.slo.best_index] = "best"
     if data.knee is not None:
         classes[data.knee.index] = "knee"
-    tables = summary_csv(data).split("\n\n", 1)
+    summary, gpu = split_tables(summary_csv(data))
     body = [
         f"<p class=\"note\">model <b>{html.escape(data.model)}</b>, "
         f"{html.escape(data.sweep_type)} sweep over "
@@ -163,9 +176,9 @@ def render_report(
     ]
     css = {"info": "note", "warn": "note warn", "error": "note err"}
     body += [f"<p class=\"{css[sev]}\">{html.escape(line)}</p>" for sev, line in findings(data)]
-    body += ["<h2>Summary (analyze_export_genai_perf.csv)</h2>", _csv_table(tables[0], classes)]
-    if len(tables) > 1 and tables[1].strip():
-        body += ["<h2>GPU telemetry</h2>", _csv_table(tables[1])]
+    body += ["<h2>Summary (analyze_export_genai_perf.csv)</h2>", _csv_table(summary, classes)]
+    if gpu is not None:
+        body += ["<h2>GPU telemetry</h2>", _csv_table(gpu)]
     body.append("<h2>Plots</h2>")
     body += [_img(p) for p in pngs if p is not None]
     telemetry_pngs = [

@@ -365,7 +365,11 @@ def test_a_persist_dir_gets_the_run_folder_as_analyze_lays_it_out(
         assert read_result(PointResult, keep / name / GENAI_PERF_JSON) == validate_result(
             PointResult, json.loads(data[point_key(name)]), "store")
         assert (keep / name / PROFILE_EXPORT).stat().st_size > 0  # every request's record
-    assert "<html" in (keep / REPORT_HTML).read_text().lower()
+    page = (keep / REPORT_HTML).read_text()
+    assert "<html" in page.lower()
+    # the summary table holds the points only; the GPU table (the sim's two GPUs) follows it
+    summary, _, gpus = page.partition("<h2>GPU telemetry</h2>")
+    assert "GPU Power Usage" not in summary and "GPU Power Usage" in gpus
     assert not list(files_under(tmp_path / "art"))  # the emptyDir holds nothing of the run
     assert_key_nowhere(keep)
     # The benchmark is deleted and made again: run 2 again, a fresh store, the same folder.

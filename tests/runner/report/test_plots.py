@@ -56,6 +56,8 @@ def test_analyze_writes_valid_pngs_and_report(sweep_dir: Path) -> None:
         assert_png(base64.b64decode(b64))
     assert "analyze_export_genai_perf.csv" in html and "max OTT under SLO" in html
     assert "<table>" in html and "llmbench-sim-openai-chat-concurrency4" in html
+    # no GPUs here: no GPU table, and its header is not taken for a row of the summary
+    assert "GPU telemetry" not in html and "GPU Power Usage" not in html
 
 
 def test_report_rebuilds_from_saved_artefacts(sweep_dir: Path, tmp_path: Path,
