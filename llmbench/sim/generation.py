@@ -138,6 +138,8 @@ class Gen:
             self.abort("client_closed")
             return
         if conn.paused and self.stream:
+            if not self.held:  # a write that found the socket full: one stall per hold
+                self.rec.stalled_writes += 1
             self.held = True  # resume_writing() calls tick again; overdue chunks then burst
             return
         now = perf_counter_ns()
