@@ -93,6 +93,13 @@ def load(sock: Path, images: list[Image]) -> list[str]:
     for image in images:
         if have.get(image.ref) == image.key:
             continue
+        # The older build of this image (and content-keyed tags of it) go first, synchronously
+        # garbage-collected: containerd keeps unreferenced blobs and snapshots until its next
+        # GC, and a node store then grows by an image's size at every source change.
+        repo = image.ref.rpartition(":")[0]
+        stale = [ref for ref in have if ref.rpartition(":")[0] == repo]
+        if stale:
+            ctr(sock, "images", "rm", "--sync", *stale)
         r = ctr(sock, "images", "import", str(image.archive))
         if r.returncode != 0:
             raise ImageError(
