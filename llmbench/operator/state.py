@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from llmbench.operator.admission import Guard
 from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
 from llmbench.operator.kube import Kube, NotFound
 from llmbench.operator.schedule import Clock
@@ -45,6 +46,8 @@ class OperatorConfig:
     retry_delay: float = 3.0
     #: Seconds to shift "now" by, read from this file (tests move schedules instead of sleeping).
     clock_offset_file: str | None = None
+    #: Admission: the policy that checks creators, allowed images, trusted namespaces.
+    guard: Guard = field(default_factory=Guard)
 
 
 def backoff(retry_delay: float, tries: int) -> float:

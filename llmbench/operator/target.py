@@ -1,5 +1,10 @@
-"""Resolving ``spec.target``: the Service, the API key Secret, the serving pods and nodes, and
-the dcgm-exporters on those nodes.
+"""Resolving ``spec.target``: the Service, the serving pods and nodes, and the dcgm-exporters
+on those nodes.
+
+The API key Secret is not read: the operator holds no right on Secrets (one ``get secrets``
+would let it read every Secret it can see, only to check a key name). A missing Secret or key
+surfaces from the runner pod as ``CreateContainerConfigError``, which the run's liveness check
+reports.
 
 The reads are here; what they mean (a Service without the port, no Ready pod, which
 ``TelemetryAvailable`` condition) is decided by the pure functions beside them, which the
@@ -97,8 +102,8 @@ def ready_pods(
 async def resolve_target(kube: Kube, spec: Spec, namespace: str) -> Resolved:
     """Checks every reference of ``spec.target`` and finds the serving pods and nodes.
 
-    Raises :class:`TargetNotReady` naming the first missing object (Service, its port, the API
-    key Secret or its key, Ready pods).
+    Raises :class:`TargetNotReady` naming the first missing object (Service, its port, Ready
+    pods).
     """
     t = spec.target
     target_ns = (t.service.namespace if t.service and t.service.namespace else None) or namespace
@@ -111,18 +116,6 @@ async def resolve_target(kube: Kube, spec: Spec, namespace: str) -> Resolved:
                 "ServiceNotFound", f"Service {target_ns}/{t.service.name} does not exist"
             ) from None
         selector = service_selector(t.service, target_ns, svc, selector)
-    ref = t.api_key_secret_ref
-    if ref is not None:
-        try:
-            has = await kube.secret_has_key(namespace, ref.name, ref.key)
-        except NotFound:
-            raise TargetNotReady(
-                "SecretNotFound", f"Secret {namespace}/{ref.name} does not exist"
-            ) from None
-        if not has:
-            raise TargetNotReady(
-                "SecretKeyNotFound", f"Secret {namespace}/{ref.name} has no key {ref.key!r}"
-            )
     pods: list[dict[str, Any]] = []
     nodes: list[dict[str, Any]] = []
     if selector:
