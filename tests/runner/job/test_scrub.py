@@ -4,9 +4,9 @@ A scripted loopback target answers the preflight and half the load requests norm
 other half with a 500 whose body echoes the key as a careless proxy would: raw, in a
 ``Bearer`` header dump, JSON-escaped, URL-encoded and base64-encoded (standard and URL-safe,
 inside a Basic credential). The key holds characters each encoding changes (``"``, ``/``,
-``+``, ``&``, ``=``, a space), so every form is distinct. ``llmbench job`` runs a two-point sweep with a
-persisted artefact folder and its own log; every file it wrote and the log are then searched
-for each form.
+``+``, ``&``, ``=``, a space), so every form is distinct. ``llmbench job`` runs a two-point
+sweep with a persisted artefact folder and its own log; every file it wrote and the log are
+then searched for each form.
 """
 
 from __future__ import annotations
