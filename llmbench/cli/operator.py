@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "spec.runner.image overrides it per benchmark",
     )
     parser.add_argument(
+        "--exporter-namespace", action="append", default=[], metavar="NS",
+        help="with -n: also look for dcgm-exporter pods in this namespace (repeatable); "
+        "pods are then listed only in these, the watched and the target's namespaces",
+    )
+    parser.add_argument(
         "--allowed-runner-images", action="append", default=[], metavar="IMAGE",
         help="a runner image any creator may name in spec.runner.image (repeatable; a "
         "trailing '*' matches a prefix); other images need the admission policy's check",
@@ -101,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     config = OperatorConfig(
         runner_image=args.runner_image or DEFAULT_RUNNER_IMAGE,
         namespaces=tuple(args.namespace),
+        exporter_namespaces=tuple(args.exporter_namespace),
         retry_delay=args.retry_delay,
         clock_offset_file=args.clock_offset_file,
         guard=Guard(

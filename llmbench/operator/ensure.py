@@ -167,7 +167,9 @@ async def ensure_run(
             post_event(body, "Queued", queued.fields["message"])
         await write_status(op, body, queued, at)
         return "queued"
-    urls, telemetry = await discover_exporters(op.kube, spec, resolved, op.config.namespaces)
+    urls, telemetry = await discover_exporters(
+        op.kube, spec, resolved, op.config.namespaces, op.config.exporter_namespaces
+    )
     judged_by, no_baseline = await resolve_baseline(op, body, spec, run)
     context = run_context(body, run, spec, resolved, urls, judged_by, no_baseline)
     stack = stack_snapshot(resolved.pods, resolved.nodes, urls)

@@ -40,8 +40,10 @@ class OperatorConfig:
     """What ``llmbench operator`` was started with (its flags)."""
 
     runner_image: str = DEFAULT_RUNNER_IMAGE
-    #: Namespaces searched for dcgm-exporter pods when a cluster-wide list is forbidden.
+    #: The watched namespaces (empty: every namespace).
     namespaces: tuple[str, ...] = ()
+    #: A namespaced operator's dcgm-exporter namespaces (``--exporter-namespace``).
+    exporter_namespaces: tuple[str, ...] = ()
     #: First wait (s) before a benchmark whose target is not ready tries again.
     retry_delay: float = 3.0
     #: Seconds to shift "now" by, read from this file (tests move schedules instead of sleeping).

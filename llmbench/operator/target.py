@@ -35,6 +35,7 @@ __all__ = [
     "Resolved",
     "TargetNotReady",
     "discover_exporters",
+    "exporter_namespaces",
     "exporters_found",
     "ready_condition",
     "ready_pods",
@@ -174,28 +175,38 @@ def exporters_found(
     )
 
 
+def exporter_namespaces(
+    target: str, watched: Sequence[str], exporters: Sequence[str]
+) -> list[str] | None:
+    """Where to list dcgm-exporter pods: None (every namespace) for an operator that watches
+    every namespace (its RBAC lists pods everywhere anyway); else the exporter namespaces it
+    was given (``--exporter-namespace``, a Role each), the target's and the watched ones, so
+    a namespaced operator never needs a cluster-wide pod list."""
+    if not watched:
+        return None
+    return list(dict.fromkeys([*exporters, target, *watched]))
+
+
 async def discover_exporters(
-    kube: Kube, spec: Spec, resolved: Resolved, namespaces: Sequence[str]
+    kube: Kube, spec: Spec, resolved: Resolved, namespaces: Sequence[str],
+    exporters_in: Sequence[str] = (),
 ) -> tuple[list[str], Condition]:
     """dcgm-exporter URLs for the target's nodes, and the ``TelemetryAvailable`` condition.
 
-    Lists the exporter pods cluster-wide; where that is forbidden, in the target's namespace
-    and ``namespaces`` (``llmbench operator -n``).
+    Lists the exporter pods in the namespaces :func:`exporter_namespaces` names (cluster-wide
+    for an all-namespaces operator); a namespace where listing is forbidden is skipped.
     """
     names = [n["metadata"]["name"] for n in resolved.nodes]
     fixed = telemetry_without_lookup(spec.telemetry.dcgm, names)
     if fixed is not None:
         return fixed
     exporters: list[dict[str, Any]] = []
+    where = exporter_namespaces(resolved.namespace, namespaces, exporters_in)
     for key, value in DCGM_LABELS:
-        try:
-            exporters += await kube.list_pods(None, f"{key}={value}")
-        except ApiException as exc:
-            if exc.status != 403:
-                raise
-            for ns in dict.fromkeys([resolved.namespace, *namespaces]):
-                try:
-                    exporters += await kube.list_pods(ns, f"{key}={value}")
-                except ApiException:
-                    continue
+        for ns in [None] if where is None else where:
+            try:
+                exporters += await kube.list_pods(ns, f"{key}={value}")
+            except ApiException as exc:
+                if exc.status != 403:
+                    raise
     return exporters_found(exporters, names)

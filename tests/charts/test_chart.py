@@ -46,13 +46,23 @@ def rbac_problems(docs: list[dict[str, Any]]) -> list[str]:
     if not watched:
         return [f"all namespaces: {line}" for line in compare(cluster, used())]
     out = [f"ClusterRole: {line}" for line in compare(cluster, CLUSTER_WIDE)]
-    for ns in watched:
-        local: Grants = {}
+
+    def local(ns: str) -> Grants:
+        out: Grants = {}
         for b in by_kind(docs, "RoleBinding"):
             if b["metadata"]["namespace"] == ns and subject in b["subjects"]:
-                local = grants(roles[(ns, b["roleRef"]["name"])]["rules"])
-        both = {k: local.get(k, set()) | cluster.get(k, set()) for k in set(local) | set(cluster)}
+                for key, verbs in grants(roles[(ns, b["roleRef"]["name"])]["rules"]).items():
+                    out.setdefault(key, set()).update(verbs)
+        return out
+
+    for ns in watched:
+        mine = local(ns)
+        both = {k: mine.get(k, set()) | cluster.get(k, set()) for k in set(mine) | set(cluster)}
         out += [f"namespace {ns}: {line}" for line in compare(both, used())]
+    exporters = [a.split("=", 1)[1] for a in args if a.startswith("--exporter-namespace=")]
+    for ns in set(exporters) - set(watched):
+        out += [f"exporter namespace {ns}: {line}"
+                for line in compare(local(ns), {("", "pods"): {"list"}})]
     return out
 
 
@@ -133,6 +143,23 @@ def test_a_namespaced_install_has_a_role_in_each_watched_namespace() -> None:
     assert c["ports"][0]["containerPort"] == 9091
 
 
+def test_exporter_namespaces_get_a_role_to_list_pods_and_no_cluster_wide_list() -> None:
+    docs = render("bench", "ops", watchNamespaces=["team-a"],
+                  exporterNamespaces=["gpu-operator", "team-a"])
+    assert rbac_problems(docs) == []
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(docs, "Role")}
+    assert grants(roles[("gpu-operator", "bench-llmbench-operator-exporters")]["rules"]) == {
+        ("", "pods"): {"list"}}
+    (cluster_role,) = by_kind(docs, "ClusterRole")
+    assert ("", "pods") not in grants(cluster_role["rules"])
+    args = container(docs)["args"]
+    assert "--exporter-namespace=gpu-operator" in args
+    # an all-namespaces install lists pods everywhere already: no Role, no flag
+    docs = render(exporterNamespaces=["gpu-operator"])
+    assert not by_kind(docs, "Role")
+    assert not [a for a in container(docs)["args"] if a.startswith("--exporter-namespace")]
+
+
 def test_metrics_port_0_turns_the_endpoint_and_its_container_port_off() -> None:
     c = container(render(**{"metrics.port": 0}))
     assert "--metrics-port=0" in c["args"]
@@ -148,7 +175,8 @@ def test_metrics_port_0_turns_the_endpoint_and_its_container_port_off() -> None:
         ("namespaced-rules.yaml", "leases", "namespace team-a: missing: leases.coordination"),
         ("namespaced-rules.yaml", "jobs", "namespace team-a: missing: jobs.batch"),
         ("cluster-rules.yaml", "nodes", "ClusterRole: missing: nodes ['get']"),
-        ("cluster-rules.yaml", "pods", "ClusterRole: missing: pods ['list']"),
+        ("cluster-rules.yaml", "validatingadmissionpolicies",
+         "ClusterRole: missing: validatingadmissionpolicies.admissionregistration.k8s.io"),
     ],
 )
 def test_a_rule_removed_from_the_charts_rbac_source_fails_the_check(
@@ -167,12 +195,8 @@ def test_a_rule_removed_from_the_charts_rbac_source_fails_the_check(
     namespaced = rbac_problems(render("bench", "ops", chart=chart, watchNamespaces=["team-a"]))
     assert any(line.startswith(missing) for line in namespaced), namespaced
     everywhere = rbac_problems(render(chart=chart))
-    if file == "cluster-rules.yaml" and rule == "pods":
-        # all namespaces: the namespaced pods rule (list, watch) still covers it
-        assert everywhere == []
-    else:
-        assert any(line.startswith("all namespaces: missing: ") and rule in line
-                   for line in everywhere), everywhere
+    assert any(line.startswith("all namespaces: missing: ") and rule in line
+               for line in everywhere), everywhere
 
 
 @pytest.mark.parametrize("file,args", [("operator-rbac.yaml", []),

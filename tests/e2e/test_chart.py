@@ -132,6 +132,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
     rel = release(k8s, namespace)
     runner_image = k8s.pinned_image("llmbench")  # the same image by its content-keyed tag
     rel.install(**operator_values(k8s, watchNamespaces=[bench_namespace],
+                                  exporterNamespaces=[namespace],
                                   **{"runner.image": runner_image}))
     try:
         assert f"kubectl get llmb -n {bench_namespace} -w" in rel.notes
@@ -141,7 +142,10 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
         cluster_role = k8s.get("clusterrole", f"{rel.fullname}-{namespace}")
         assert cluster_role is not None
         assert sorted(r["resources"][0] for r in cluster_role["rules"]) == [
-            "nodes", "pods", "validatingadmissionpolicies"]
+            "nodes", "validatingadmissionpolicies"]  # no cluster-wide pod list
+        exporters_role = k8s.get("role", f"{rel.fullname}-exporters", namespace)
+        assert exporters_role is not None and exporters_role["rules"] == [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
         # the chart's admission policy, bound to the watched namespace only
         policy_name = f"{rel.fullname}-{namespace}"
         assert k8s.get("validatingadmissionpolicy", policy_name) is not None
@@ -156,7 +160,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
         k8s.apply(benchmark("elsewhere", namespace, {"url": "http://nothing.invalid:9"}))
 
         # the exporter sits in a namespace the operator does not watch: found through the
-        # small ClusterRole's cluster-wide pod list
+        # Role the chart made in that exporter namespace (exporterNamespaces)
         st = sweep_through(k8s, rel, bench_namespace, exporter_namespace=namespace)
         assert st["progress"] == "2/2"
         telemetry = cond(st, "TelemetryAvailable")

@@ -22,6 +22,7 @@ RULES = ROOT / "charts" / "llmbench-operator" / "files" / "rbac"
 NAMESPACED = RULES / "namespaced-rules.yaml"
 CLUSTER = RULES / "cluster-rules.yaml"
 DEPLOY = ROOT / "deploy" / "operator-rbac.yaml"
+EXPORTER = RULES / "exporter-rules.yaml"
 
 Grants = dict[tuple[str, str], set[str]]
 #: Resources that are not namespaced: a Role cannot grant them.
@@ -73,11 +74,11 @@ def compare(granted: Grants, needed: Grants) -> list[str]:
 
 
 #: The calls that no Role can allow, so a namespaced install keeps them in its ClusterRole:
-#: ``Kube.get_node`` (nodes are cluster-scoped), ``Kube.list_pods(None, ...)``
-#: (``list_pod_for_all_namespaces``: dcgm-exporter discovery on the target's nodes) and
-#: ``Kube.get_admission_policy``/``get_admission_binding`` (cluster-scoped).
+#: ``Kube.get_node`` (nodes are cluster-scoped) and
+#: ``Kube.get_admission_policy``/``get_admission_binding`` (cluster-scoped). Pods are never
+#: listed cluster-wide by a namespaced install: exporter namespaces get a Role each.
 CLUSTER_WIDE: Grants = {
-    ("", "nodes"): {"get"}, ("", "pods"): {"list"},
+    ("", "nodes"): {"get"},
     ("admissionregistration.k8s.io", "validatingadmissionpolicies"): {"get"},
     ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): {"get"},
 }
@@ -159,3 +160,10 @@ def test_deploy_file_grants_what_the_chart_grants() -> None:
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"],
          "namespace": sa["metadata"]["namespace"]}
     ]
+
+
+def test_an_exporter_namespace_role_only_lists_pods() -> None:
+    """What a namespaced install grants in each exporter namespace: the one call
+    ``discover_exporters`` makes there (``Kube.list_pods(ns, ...)``)."""
+    assert grants(rules_of(EXPORTER)) == {("", "pods"): {"list"}}
+    assert "list" in used()[("", "pods")]
