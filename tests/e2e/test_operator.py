@@ -341,6 +341,47 @@ def test_missing_pods_hold_the_run_and_the_api_key_reaches_only_the_runner(
     assert secret not in k8s.kubectl("logs", runner, "-n", namespace, check=False).stdout
 
 
+def test_a_targets_secret_like_arguments_are_redacted_in_status_and_events(
+    k8s: Any, namespace: str, operator: Release
+) -> None:
+    """The inference pod's command line carries keys (``--api-key K``, ``--hf-token=K``, a
+    ``Bearer`` header inside ``sh -c``): status.stack shows the flags, never the values."""
+    keys = ["sk-e2e-args-1d2c", "hf_e2e_args_7a6b", "e2e-bearer-5e4f"]
+    labels = {"app": "keyed-server"}
+    k8s.apply({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "keyed-server", "namespace": namespace, "labels": labels},
+        "spec": {
+            "nodeName": "cpu-node-a",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65532},
+            "containers": [{
+                "name": "server", "image": k8s.image("llmbench"),
+                "command": ["python", "-c", "import time; time.sleep(3600)"],
+                "args": ["--api-key", keys[0], f"--hf-token={keys[1]}",
+                         f"serve -H 'Authorization: Bearer {keys[2]}' --port 8000"],
+                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+            }],
+        },
+    })
+    k8s.wait_for("the keyed pod to be Ready",
+                 lambda: ready_pods(k8s, namespace, "app=keyed-server"), 90,
+                 diag=lambda: k8s.describe(namespace))
+    k8s.apply(benchmark("keyed", namespace, {"url": "http://127.0.0.1:9",
+                                             "podSelector": {"matchLabels": labels}},
+                        telemetry={"dcgm": "off", "serverMetrics": "off"},
+                        sweep={"type": "concurrency", "values": [1]}))
+    st = k8s.wait_for("status.stack", lambda: (s := status(k8s, namespace, "keyed"))
+                      .get("stack") and s, 90, diag=diag(k8s, namespace, operator))
+    assert st["stack"]["targetArgs"] == [
+        "python", "-c", "import time; time.sleep(3600)", "--api-key", "<redacted>",
+        "--hf-token=<redacted>", "serve -H 'Authorization: Bearer <redacted>' --port 8000"]
+    shown = (k8s.kubectl("get", "llmb", "keyed", "-n", namespace, "-o", "yaml").stdout
+             + k8s.kubectl("get", "events", "-n", namespace, "-o", "yaml").stdout
+             + operator.log())
+    for key in keys:
+        assert key not in shown
+
+
 def test_a_missing_service_is_a_condition_and_its_creation_starts_the_job(
     k8s: Any, namespace: str, operator: Release
 ) -> None:
