@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Renders deploy/operator-rbac.yaml (the operator's Namespace, ServiceAccount, ClusterRole and
 # binding for `kubectl apply`, without helm) from the chart, whose files/rbac/*.yaml are the one
-# source of the operator's RBAC rules. tests/charts/test_chart.py fails when the file differs.
+# source of the operator's RBAC rules; with --admission, deploy/admission-policy.yaml (the
+# ValidatingAdmissionPolicy that checks the creator's rights, and its binding). tests/charts/test_chart.py fails when either file differs.
 #
 # Usage: bash hack/render-rbac.sh > deploy/operator-rbac.yaml
+#        bash hack/render-rbac.sh --admission > deploy/admission-policy.yaml
 # helm: $HELM, else the one hack/cluster/build.sh caches, else helm on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,19 @@ HELM="${HELM:-$CACHE/helm-${LLMBENCH_HELM_VERSION:-v3.22.0}/bin/helm}"
 if [[ ! -x "$HELM" ]]; then
   HELM="$(command -v helm || true)"
   [[ -n "$HELM" ]] || { echo "hack/render-rbac.sh: no helm — run 'bash hack/cluster/build.sh'" >&2; exit 1; }
+fi
+if [[ "${1:-}" == --admission ]]; then
+  cat <<'HEADER'
+# Authorization at admission for `kubectl apply` without helm (docs/security.md): refuses an
+# LLMBenchmark whose creator lacks the rights its apiKeySecretRef, runner.image or cross-namespace
+# target.service stand for. Kubernetes 1.30+. Generated from charts/llmbench-operator
+# (templates/admission.yaml); do not edit. Regenerate:
+#   bash hack/render-rbac.sh --admission > deploy/admission-policy.yaml
+# The runner images anyone may name are the variable allowedImages (a CEL list of strings; a
+# trailing '*' matches a prefix); the operator's --allowed-runner-images should repeat them.
+HEADER
+  exec "$HELM" template llmbench-operator charts/llmbench-operator --namespace llmbench-system \
+    --show-only templates/admission.yaml 2> >(grep -v 'found symbolic link in path' >&2)
 fi
 cat <<'HEADER'
 # The operator's identity and exactly the API calls it makes, for `kubectl apply` without helm.

@@ -33,6 +33,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "spec.runner.image overrides it per benchmark",
     )
     parser.add_argument(
+        "--exporter-namespace", action="append", default=[], metavar="NS",
+        help="with -n: also look for dcgm-exporter pods in this namespace (repeatable); "
+        "pods are then listed only in these, the watched and the target's namespaces",
+    )
+    parser.add_argument(
+        "--allowed-runner-images", action="append", default=[], metavar="IMAGE",
+        help="a runner image any creator may name in spec.runner.image (repeatable; a "
+        "trailing '*' matches a prefix); other images need the admission policy's check",
+    )
+    parser.add_argument(
+        "--admission-policy", default="", metavar="NAME",
+        help="the ValidatingAdmissionPolicy (and binding of the same name) that checks a "
+        "benchmark creator's rights; while it is not in force, benchmarks naming an API key "
+        "Secret, another runner image or another namespace's Service are refused "
+        "(docs/security.md)",
+    )
+    parser.add_argument(
+        "--trust-namespace", action="append", default=[], metavar="NS",
+        help="run those fields in this namespace without the admission policy (its creators "
+        "are trusted; repeatable)",
+    )
+    parser.add_argument(
         "--liveness", default="http://0.0.0.0:8080/healthz", metavar="URL|off",
         help="liveness endpoint (default http://0.0.0.0:8080/healthz)",
     )
@@ -71,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         import kopf
 
         from llmbench.operator import exporter, handlers  # noqa: F401 - registers the handlers
+        from llmbench.operator.admission import Guard
         from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
         from llmbench.operator.state import CONFIG_KEY, OperatorConfig
     except ImportError as exc:
@@ -83,8 +106,14 @@ def run(args: argparse.Namespace) -> int:
     config = OperatorConfig(
         runner_image=args.runner_image or DEFAULT_RUNNER_IMAGE,
         namespaces=tuple(args.namespace),
+        exporter_namespaces=tuple(args.exporter_namespace),
         retry_delay=args.retry_delay,
         clock_offset_file=args.clock_offset_file,
+        guard=Guard(
+            policy=args.admission_policy,
+            allowed_images=tuple(args.allowed_runner_images),
+            trusted_namespaces=tuple(args.trust_namespace),
+        ),
     )
     exporter.METRICS.port = args.metrics_port
     # kopf.configure() would add a second handler to the root logger that `llmbench` already

@@ -17,6 +17,7 @@ from llmbench.api import Spec, SpecError, SpecIssue
 from llmbench.api.job import BaselineContext, RunContext, run_name
 from llmbench.api.status import BenchmarkStatus, Condition, StackStatus, dump
 from llmbench.operator import baseline as baselines
+from llmbench.operator.admission import refusal
 from llmbench.operator.build import Placement, artifacts_location, run_objects, run_problem
 from llmbench.operator.kube import NotFound
 from llmbench.operator.lease import acquire_lease
@@ -145,6 +146,9 @@ async def ensure_run(
     status = status_of(body)
     try:
         spec = run_spec(body, run)
+        refused = await refusal(op.kube, op.config.guard, spec, namespace, op.config.runner_image)
+        if refused is not None:
+            raise refused
     except SpecError as exc:
         await write_status(op, body, invalid_spec_patch(exc, generation, at), at)
         post_event(body, "InvalidSpec", str(exc), warning=True)
@@ -163,7 +167,9 @@ async def ensure_run(
             post_event(body, "Queued", queued.fields["message"])
         await write_status(op, body, queued, at)
         return "queued"
-    urls, telemetry = await discover_exporters(op.kube, spec, resolved, op.config.namespaces)
+    urls, telemetry = await discover_exporters(
+        op.kube, spec, resolved, op.config.namespaces, op.config.exporter_namespaces
+    )
     judged_by, no_baseline = await resolve_baseline(op, body, spec, run)
     context = run_context(body, run, spec, resolved, urls, judged_by, no_baseline)
     stack = stack_snapshot(resolved.pods, resolved.nodes, urls)

@@ -115,6 +115,7 @@ class Kube:
         self.rbac = k8s.RbacAuthorizationV1Api(api)
         self.coord = k8s.CoordinationV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
+        self.admission = k8s.AdmissionregistrationV1Api(api)
 
     # -- the benchmark ------------------------------------------------------------------
 
@@ -144,16 +145,6 @@ class Kube:
         """The target Service (its ports and selector)."""
         return _dict(self.api, await _call(self.core.read_namespaced_service, name, namespace))
 
-    @uses("", "secrets", "get")
-    async def secret_has_key(self, namespace: str, name: str, key: str) -> bool:
-        """Whether the Secret has ``key``. Only the key names are looked at; the values are
-        dropped here and never logged, stored or passed on (the runner gets the key through
-        ``secretKeyRef``)."""
-        secret = await _call(self.core.read_namespaced_secret, name, namespace)
-        keys = set((secret.data or {}).keys()) | set((secret.string_data or {}).keys())
-        del secret
-        return key in keys
-
     @uses("", "pods", "list")
     async def list_pods(self, namespace: str | None, selector: str) -> list[dict[str, Any]]:
         """Pods matching a label selector, in one namespace or (None) every namespace."""
@@ -167,6 +158,20 @@ class Kube:
     async def get_node(self, name: str) -> dict[str, Any]:
         """A node (labels for the GPU snapshot, taints for the runner's tolerations)."""
         return _dict(self.api, await _call(self.core.read_node, name))
+
+    # -- the admission policy (is the creator's authorization checked?) ------------------
+
+    @uses("admissionregistration.k8s.io", "validatingadmissionpolicies", "get")
+    async def get_admission_policy(self, name: str) -> dict[str, Any]:
+        """The ValidatingAdmissionPolicy that checks a benchmark's creator's rights."""
+        return _dict(self.api, await _call(self.admission.read_validating_admission_policy, name))
+
+    @uses("admissionregistration.k8s.io", "validatingadmissionpolicybindings", "get")
+    async def get_admission_binding(self, name: str) -> dict[str, Any]:
+        """The binding that puts that policy in force."""
+        return _dict(
+            self.api, await _call(self.admission.read_validating_admission_policy_binding, name)
+        )
 
     # -- children -----------------------------------------------------------------------
 

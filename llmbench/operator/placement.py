@@ -7,6 +7,7 @@ say) are tested without a cluster; :mod:`llmbench.operator.target` does the list
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ __all__ = [
     "is_ready",
     "label_selector",
     "node_info",
+    "redact_args",
     "stack_snapshot",
     "target_nodes",
 ]
@@ -51,6 +53,55 @@ def label_selector(selector: Mapping[str, Any]) -> str:
         elif op == "DoesNotExist":
             parts.append(f"!{key}")
     return ",".join(parts)
+
+
+#: What stands for a redacted value in ``status.stack``, messages and events.
+REDACTED = "<redacted>"
+#: A flag or variable name that names a secret: ``--api-key``, anything with token, password
+#: or secret in it (``--hf-token``, ``HF_TOKEN``, ``--db-password``, ``--client_secret``).
+#: Generous on purpose (``--max-num-batched-tokens`` and ``--tokenizer`` lose their values
+#: too): status is readable by everyone who may read the benchmark, a target's pod spec is not.
+_SECRET_NAME = re.compile(r"api[-_]?key|token|passw(or)?d|secret", re.IGNORECASE)
+_BEARER = re.compile(r"(\bBearer\s+)[^\s\"']+", re.IGNORECASE)
+_WORDS = re.compile(r"(\s+)")
+
+
+def _redact_words(words: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for word in words:
+        if hide_next and not word.startswith("-"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        name, eq, _ = word.partition("=")
+        if _SECRET_NAME.search(name):
+            if eq:
+                out.append(f"{name}={REDACTED}")
+                continue
+            hide_next = name.startswith("-")  # --api-key VALUE: the next word is the value
+        out.append(_BEARER.sub(rf"\g<1>{REDACTED}", word))
+    return out
+
+
+def redact_args(args: Sequence[str]) -> list[str]:
+    """A target container's command and args with every secret-like value replaced by
+    :data:`REDACTED`: ``--api-key=K`` and ``--api-key K`` (also ``*token*``, ``*password*``,
+    ``*secret*``), ``NAME_TOKEN=K``, ``Bearer K``, and the same inside a shell string
+    (``sh -c "vllm serve --api-key K"``).
+
+    Example: ``redact_args(["--api-key", "k", "--port", "8000"])`` is
+    ``["--api-key", "<redacted>", "--port", "8000"]``.
+    """
+    out = _redact_words(args)
+    for i, arg in enumerate(out):
+        if arg != REDACTED and _WORDS.search(arg.strip()):
+            parts = _WORDS.split(arg)
+            words = _redact_words(parts[0::2])
+            parts[0::2] = words
+            out[i] = "".join(parts)
+    return out
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
@@ -144,8 +195,8 @@ def stack_snapshot(
     nodes: Sequence[Mapping[str, Any]],
     telemetry_urls: Sequence[str] = (),
 ) -> StackStatus:
-    """What was measured: the first target pod's serving image (by digest) and args, and every
-    target node with its GPU labels."""
+    """What was measured: the first target pod's serving image (by digest) and args (secret-like
+    values redacted: :func:`redact_args`), and every target node with its GPU labels."""
     image = image_id = None
     args: list[str] = []
     if pods:
@@ -161,7 +212,7 @@ def stack_snapshot(
         target_pods=[p["metadata"]["name"] for p in pods],
         target_image=image,
         target_image_id=image_id,
-        target_args=args[:64],
+        target_args=redact_args(args)[:64],
         nodes=[node_info(n) for n in nodes],
         telemetry_urls=list(telemetry_urls),
     )

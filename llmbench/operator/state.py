@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from llmbench.operator.admission import Guard
 from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
 from llmbench.operator.kube import Kube, NotFound
 from llmbench.operator.schedule import Clock
@@ -39,12 +40,16 @@ class OperatorConfig:
     """What ``llmbench operator`` was started with (its flags)."""
 
     runner_image: str = DEFAULT_RUNNER_IMAGE
-    #: Namespaces searched for dcgm-exporter pods when a cluster-wide list is forbidden.
+    #: The watched namespaces (empty: every namespace).
     namespaces: tuple[str, ...] = ()
+    #: A namespaced operator's dcgm-exporter namespaces (``--exporter-namespace``).
+    exporter_namespaces: tuple[str, ...] = ()
     #: First wait (s) before a benchmark whose target is not ready tries again.
     retry_delay: float = 3.0
     #: Seconds to shift "now" by, read from this file (tests move schedules instead of sleeping).
     clock_offset_file: str | None = None
+    #: Admission: the policy that checks creators, allowed images, trusted namespaces.
+    guard: Guard = field(default_factory=Guard)
 
 
 def backoff(retry_delay: float, tries: int) -> float:

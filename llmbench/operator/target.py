@@ -1,5 +1,10 @@
-"""Resolving ``spec.target``: the Service, the API key Secret, the serving pods and nodes, and
-the dcgm-exporters on those nodes.
+"""Resolving ``spec.target``: the Service, the serving pods and nodes, and the dcgm-exporters
+on those nodes.
+
+The API key Secret is not read: the operator holds no right on Secrets (one ``get secrets``
+would let it read every Secret it can see, only to check a key name). A missing Secret or key
+surfaces from the runner pod as ``CreateContainerConfigError``, which the run's liveness check
+reports.
 
 The reads are here; what they mean (a Service without the port, no Ready pod, which
 ``TelemetryAvailable`` condition) is decided by the pure functions beside them, which the
@@ -30,6 +35,7 @@ __all__ = [
     "Resolved",
     "TargetNotReady",
     "discover_exporters",
+    "exporter_namespaces",
     "exporters_found",
     "ready_condition",
     "ready_pods",
@@ -97,8 +103,8 @@ def ready_pods(
 async def resolve_target(kube: Kube, spec: Spec, namespace: str) -> Resolved:
     """Checks every reference of ``spec.target`` and finds the serving pods and nodes.
 
-    Raises :class:`TargetNotReady` naming the first missing object (Service, its port, the API
-    key Secret or its key, Ready pods).
+    Raises :class:`TargetNotReady` naming the first missing object (Service, its port, Ready
+    pods).
     """
     t = spec.target
     target_ns = (t.service.namespace if t.service and t.service.namespace else None) or namespace
@@ -111,18 +117,6 @@ async def resolve_target(kube: Kube, spec: Spec, namespace: str) -> Resolved:
                 "ServiceNotFound", f"Service {target_ns}/{t.service.name} does not exist"
             ) from None
         selector = service_selector(t.service, target_ns, svc, selector)
-    ref = t.api_key_secret_ref
-    if ref is not None:
-        try:
-            has = await kube.secret_has_key(namespace, ref.name, ref.key)
-        except NotFound:
-            raise TargetNotReady(
-                "SecretNotFound", f"Secret {namespace}/{ref.name} does not exist"
-            ) from None
-        if not has:
-            raise TargetNotReady(
-                "SecretKeyNotFound", f"Secret {namespace}/{ref.name} has no key {ref.key!r}"
-            )
     pods: list[dict[str, Any]] = []
     nodes: list[dict[str, Any]] = []
     if selector:
@@ -181,28 +175,38 @@ def exporters_found(
     )
 
 
+def exporter_namespaces(
+    target: str, watched: Sequence[str], exporters: Sequence[str]
+) -> list[str] | None:
+    """Where to list dcgm-exporter pods: None (every namespace) for an operator that watches
+    every namespace (its RBAC lists pods everywhere anyway); else the exporter namespaces it
+    was given (``--exporter-namespace``, a Role each), the target's and the watched ones, so
+    a namespaced operator never needs a cluster-wide pod list."""
+    if not watched:
+        return None
+    return list(dict.fromkeys([*exporters, target, *watched]))
+
+
 async def discover_exporters(
-    kube: Kube, spec: Spec, resolved: Resolved, namespaces: Sequence[str]
+    kube: Kube, spec: Spec, resolved: Resolved, namespaces: Sequence[str],
+    exporters_in: Sequence[str] = (),
 ) -> tuple[list[str], Condition]:
     """dcgm-exporter URLs for the target's nodes, and the ``TelemetryAvailable`` condition.
 
-    Lists the exporter pods cluster-wide; where that is forbidden, in the target's namespace
-    and ``namespaces`` (``llmbench operator -n``).
+    Lists the exporter pods in the namespaces :func:`exporter_namespaces` names (cluster-wide
+    for an all-namespaces operator); a namespace where listing is forbidden is skipped.
     """
     names = [n["metadata"]["name"] for n in resolved.nodes]
     fixed = telemetry_without_lookup(spec.telemetry.dcgm, names)
     if fixed is not None:
         return fixed
     exporters: list[dict[str, Any]] = []
+    where = exporter_namespaces(resolved.namespace, namespaces, exporters_in)
     for key, value in DCGM_LABELS:
-        try:
-            exporters += await kube.list_pods(None, f"{key}={value}")
-        except ApiException as exc:
-            if exc.status != 403:
-                raise
-            for ns in dict.fromkeys([resolved.namespace, *namespaces]):
-                try:
-                    exporters += await kube.list_pods(ns, f"{key}={value}")
-                except ApiException:
-                    continue
+        for ns in [None] if where is None else where:
+            try:
+                exporters += await kube.list_pods(ns, f"{key}={value}")
+            except ApiException as exc:
+                if exc.status != 403:
+                    raise
     return exporters_found(exporters, names)

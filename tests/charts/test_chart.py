@@ -46,13 +46,23 @@ def rbac_problems(docs: list[dict[str, Any]]) -> list[str]:
     if not watched:
         return [f"all namespaces: {line}" for line in compare(cluster, used())]
     out = [f"ClusterRole: {line}" for line in compare(cluster, CLUSTER_WIDE)]
-    for ns in watched:
-        local: Grants = {}
+
+    def local(ns: str) -> Grants:
+        out: Grants = {}
         for b in by_kind(docs, "RoleBinding"):
             if b["metadata"]["namespace"] == ns and subject in b["subjects"]:
-                local = grants(roles[(ns, b["roleRef"]["name"])]["rules"])
-        both = {k: local.get(k, set()) | cluster.get(k, set()) for k in set(local) | set(cluster)}
+                for key, verbs in grants(roles[(ns, b["roleRef"]["name"])]["rules"]).items():
+                    out.setdefault(key, set()).update(verbs)
+        return out
+
+    for ns in watched:
+        mine = local(ns)
+        both = {k: mine.get(k, set()) | cluster.get(k, set()) for k in set(mine) | set(cluster)}
         out += [f"namespace {ns}: {line}" for line in compare(both, used())]
+    exporters = [a.split("=", 1)[1] for a in args if a.startswith("--exporter-namespace=")]
+    for ns in set(exporters) - set(watched):
+        out += [f"exporter namespace {ns}: {line}"
+                for line in compare(local(ns), {("", "pods"): {"list"}})]
     return out
 
 
@@ -74,7 +84,8 @@ def test_helm_lint(values: dict[str, Any]) -> None:
 def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount",
+                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     assert rbac_problems(docs) == []
     (role,) = by_kind(docs, "ClusterRole")
     assert role["metadata"]["name"] == "llmbench-operator"
@@ -92,6 +103,7 @@ def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
     assert "command" not in c  # the image's entrypoint is `llmbench`
     assert c["args"] == [
         "operator", "--all-namespaces", "--runner-image=ghcr.io/llmbench/llmbench:0.1.0",
+        "--admission-policy=llmbench-operator",
         "--liveness=http://0.0.0.0:8080/healthz", "--retry-delay=3", "--metrics-port=9090",
     ]
     assert c["ports"] == [{"name": "healthz", "containerPort": 8080, "protocol": "TCP"},
@@ -131,6 +143,23 @@ def test_a_namespaced_install_has_a_role_in_each_watched_namespace() -> None:
     assert c["ports"][0]["containerPort"] == 9091
 
 
+def test_exporter_namespaces_get_a_role_to_list_pods_and_no_cluster_wide_list() -> None:
+    docs = render("bench", "ops", watchNamespaces=["team-a"],
+                  exporterNamespaces=["gpu-operator", "team-a"])
+    assert rbac_problems(docs) == []
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(docs, "Role")}
+    assert grants(roles[("gpu-operator", "bench-llmbench-operator-exporters")]["rules"]) == {
+        ("", "pods"): {"list"}}
+    (cluster_role,) = by_kind(docs, "ClusterRole")
+    assert ("", "pods") not in grants(cluster_role["rules"])
+    args = container(docs)["args"]
+    assert "--exporter-namespace=gpu-operator" in args
+    # an all-namespaces install lists pods everywhere already: no Role, no flag
+    docs = render(exporterNamespaces=["gpu-operator"])
+    assert not by_kind(docs, "Role")
+    assert not [a for a in container(docs)["args"] if a.startswith("--exporter-namespace")]
+
+
 def test_metrics_port_0_turns_the_endpoint_and_its_container_port_off() -> None:
     c = container(render(**{"metrics.port": 0}))
     assert "--metrics-port=0" in c["args"]
@@ -146,7 +175,8 @@ def test_metrics_port_0_turns_the_endpoint_and_its_container_port_off() -> None:
         ("namespaced-rules.yaml", "leases", "namespace team-a: missing: leases.coordination"),
         ("namespaced-rules.yaml", "jobs", "namespace team-a: missing: jobs.batch"),
         ("cluster-rules.yaml", "nodes", "ClusterRole: missing: nodes ['get']"),
-        ("cluster-rules.yaml", "pods", "ClusterRole: missing: pods ['list']"),
+        ("cluster-rules.yaml", "validatingadmissionpolicies",
+         "ClusterRole: missing: validatingadmissionpolicies.admissionregistration.k8s.io"),
     ],
 )
 def test_a_rule_removed_from_the_charts_rbac_source_fails_the_check(
@@ -165,24 +195,78 @@ def test_a_rule_removed_from_the_charts_rbac_source_fails_the_check(
     namespaced = rbac_problems(render("bench", "ops", chart=chart, watchNamespaces=["team-a"]))
     assert any(line.startswith(missing) for line in namespaced), namespaced
     everywhere = rbac_problems(render(chart=chart))
-    if file == "cluster-rules.yaml" and rule == "pods":
-        # all namespaces: the namespaced pods rule (list, watch) still covers it
-        assert everywhere == []
-    else:
-        assert any(line.startswith("all namespaces: missing: ") and rule in line
-                   for line in everywhere), everywhere
+    assert any(line.startswith("all namespaces: missing: ") and rule in line
+               for line in everywhere), everywhere
 
 
-def test_deploy_rbac_file_is_the_charts_output() -> None:
+@pytest.mark.parametrize("file,args", [("operator-rbac.yaml", []),
+                                       ("admission-policy.yaml", ["--admission"])])
+def test_deploy_files_are_the_charts_output(file: str, args: list[str]) -> None:
     out = subprocess.run(
-        ["bash", str(ROOT / "hack" / "render-rbac.sh")], capture_output=True, text=True,
+        ["bash", str(ROOT / "hack" / "render-rbac.sh"), *args], capture_output=True, text=True,
         timeout=120, check=False, env={**os.environ, "HELM": str(helm_binary())},
     )
     assert out.returncode == 0, out.stderr
-    assert (ROOT / "deploy" / "operator-rbac.yaml").read_text() == out.stdout, (
-        "deploy/operator-rbac.yaml is not the chart's output: "
-        "run bash hack/render-rbac.sh > deploy/operator-rbac.yaml"
+    assert (ROOT / "deploy" / file).read_text() == out.stdout, (
+        f"deploy/{file} is not the chart's output: "
+        f"run bash hack/render-rbac.sh {' '.join(args)} > deploy/{file}"
     )
+
+
+def policy_of(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    (policy,) = by_kind(docs, "ValidatingAdmissionPolicy")
+    (binding,) = by_kind(docs, "ValidatingAdmissionPolicyBinding")
+    return policy, binding
+
+
+def variable(policy: dict[str, Any], name: str) -> str:
+    return str(next(v["expression"] for v in policy["spec"]["variables"] if v["name"] == name))
+
+
+def test_the_admission_policy_guards_creates_and_updates_of_benchmarks_and_denies() -> None:
+    policy, binding = policy_of(render())
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert policy["spec"]["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": ["llmbench.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+         "resources": ["llmbenchmarks"]}]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                               "validationActions": ["Deny"]}
+    messages = " ".join(v["messageExpression"] for v in policy["spec"]["validations"])
+    for right in ("may not get secret", "may not create pods", "may not get services",
+                  "may not list pods"):
+        assert right in messages
+    # the runner image is always allowed; nothing else by default
+    assert yaml.safe_load(variable(policy, "allowedImages")) == [
+        "ghcr.io/llmbench/llmbench:0.1.0"]
+    # the operator is told where to look for it
+    assert f"--admission-policy={policy['metadata']['name']}" in container(render())["args"]
+
+
+def test_allowed_runner_images_reach_the_policy_as_string_literals_and_the_operator() -> None:
+    allowed = ["registry.local/llmbench/*", 'odd"name']
+    docs = render(**{"runner.allowedImages": allowed, "runner.image": "registry.local/r:1"})
+    policy, _ = policy_of(docs)
+    # a JSON list of strings is a CEL list literal: an entry can never become an expression
+    assert yaml.safe_load(variable(policy, "allowedImages")) == ["registry.local/r:1", *allowed]
+    args = container(docs)["args"]
+    assert "--allowed-runner-images=registry.local/llmbench/*" in args
+    assert '--allowed-runner-images=odd"name' in args
+
+
+def test_a_namespaced_install_binds_its_policy_to_its_namespaces_only() -> None:
+    policy, binding = policy_of(render("bench", "ops", watchNamespaces=["team-a", "team-b"]))
+    assert policy["metadata"]["name"] == "bench-llmbench-operator-ops"
+    assert binding["spec"]["matchResources"] == {"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}
+    ]}}
+
+
+def test_without_the_policy_the_operator_is_told_which_namespaces_it_trusts() -> None:
+    docs = render(**{"admission.policy": False, "admission.trustedNamespaces": ["lab"]})
+    assert not by_kind(docs, "ValidatingAdmissionPolicy")
+    args = container(docs)["args"]
+    assert not [a for a in args if a.startswith("--admission-policy")]
+    assert "--trust-namespace=lab" in args
 
 
 def test_the_chart_ships_the_repositorys_crd(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ The target and benchmark helpers are tests/e2e/test_operator.py's.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -103,6 +104,21 @@ def test_default_values_install_an_operator_for_every_namespace_that_runs_a_swee
         assert job is not None
         runner = job["spec"]["template"]["spec"]["containers"][0]
         assert runner["image"] == k8s.image("llmbench")  # --runner-image: the operator's
+        # the chart's admission policy: a tenant who may only create benchmarks may name the
+        # operator's runner image, not another
+        tenant = f"tenant-{bench_namespace}"
+        k8s.kubectl("create", "role", "bench", "-n", bench_namespace, "--verb=create",
+                    "--resource=llmbenchmarks.llmbench.io")
+        k8s.kubectl("create", "rolebinding", "bench", "-n", bench_namespace, "--role=bench",
+                    f"--user={tenant}")
+        for image, refused in ((k8s.image("llmbench"), False), ("evil.io/runner:1", True)):
+            doc = json.dumps(benchmark("tenant", bench_namespace, {"url": "http://x.invalid:1"},
+                                       runner={"image": image}))
+            out = k8s.kubectl(f"--as={tenant}", "create", "--dry-run=server", "-f", "-",
+                              input=doc, check=False)
+            assert (f"ValidatingAdmissionPolicy '{rel.fullname}'" in out.stderr) is refused, (
+                out.stderr)
+            assert (f"spec.runner.image: {tenant} may not create pods" in out.stderr) is refused
     finally:
         rel.uninstall()
     assert k8s.get("clusterrole", rel.fullname) is None
@@ -116,6 +132,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
     rel = release(k8s, namespace)
     runner_image = k8s.pinned_image("llmbench")  # the same image by its content-keyed tag
     rel.install(**operator_values(k8s, watchNamespaces=[bench_namespace],
+                                  exporterNamespaces=[namespace],
                                   **{"runner.image": runner_image}))
     try:
         assert f"kubectl get llmb -n {bench_namespace} -w" in rel.notes
@@ -124,7 +141,17 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
         assert k8s.get("rolebinding", rel.fullname, bench_namespace) is not None
         cluster_role = k8s.get("clusterrole", f"{rel.fullname}-{namespace}")
         assert cluster_role is not None
-        assert sorted(r["resources"][0] for r in cluster_role["rules"]) == ["nodes", "pods"]
+        assert sorted(r["resources"][0] for r in cluster_role["rules"]) == [
+            "nodes", "validatingadmissionpolicies"]  # no cluster-wide pod list
+        exporters_role = k8s.get("role", f"{rel.fullname}-exporters", namespace)
+        assert exporters_role is not None and exporters_role["rules"] == [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]
+        # the chart's admission policy, bound to the watched namespace only
+        policy_name = f"{rel.fullname}-{namespace}"
+        assert k8s.get("validatingadmissionpolicy", policy_name) is not None
+        binding = k8s.get("validatingadmissionpolicybinding", policy_name)
+        assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0][
+            "values"] == [bench_namespace]
         pod = rel.ready()
         assert pod["spec"]["containers"][0]["args"][:2] == [
             "operator", f"--namespace={bench_namespace}"
@@ -133,7 +160,7 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
         k8s.apply(benchmark("elsewhere", namespace, {"url": "http://nothing.invalid:9"}))
 
         # the exporter sits in a namespace the operator does not watch: found through the
-        # small ClusterRole's cluster-wide pod list
+        # Role the chart made in that exporter namespace (exporterNamespaces)
         st = sweep_through(k8s, rel, bench_namespace, exporter_namespace=namespace)
         assert st["progress"] == "2/2"
         telemetry = cond(st, "TelemetryAvailable")
@@ -147,6 +174,8 @@ def test_a_namespaced_install_runs_sweeps_in_its_namespaces_only(
     finally:
         rel.uninstall()
     assert k8s.get("clusterrole", f"{rel.fullname}-{namespace}") is None
+    assert k8s.get("validatingadmissionpolicy", f"{rel.fullname}-{namespace}") is None
+    assert k8s.get("validatingadmissionpolicybinding", f"{rel.fullname}-{namespace}") is None
 
 
 def test_helm_install_with_invalid_values_fails_naming_the_value(

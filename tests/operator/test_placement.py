@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from llmbench.operator.placement import (
     exporter_urls,
     is_ready,
     label_selector,
     node_info,
+    redact_args,
     stack_snapshot,
     target_nodes,
 )
@@ -86,3 +89,33 @@ def test_stack_snapshot_has_image_digest_args_and_nodes() -> None:
     assert stack.target_args == ["--model", "m"]
     assert [n.name for n in stack.nodes] == ["n1"]
     assert stack.telemetry_urls == ["http://x/metrics"]
+
+
+R = "<redacted>"
+
+
+@pytest.mark.parametrize("args,shown", [
+    (["--api-key", "sk-1", "--port", "8000"], ["--api-key", R, "--port", "8000"]),
+    (["--api-key=sk-1"], [f"--api-key={R}"]),
+    (["--hf-token", "hf_1", "--DB-PASSWORD=p", "--client_secret", "s"],
+     ["--hf-token", R, f"--DB-PASSWORD={R}", "--client_secret", R]),
+    (["env", "HF_TOKEN=hf_1", "vllm"], ["env", f"HF_TOKEN={R}", "vllm"]),
+    (["--header", "Authorization: Bearer sk-9"], ["--header", f"Authorization: Bearer {R}"]),
+    # a flag without a value keeps the next flag
+    (["--use-token", "--port", "1"], ["--use-token", "--port", "1"]),
+    # the same inside a shell string
+    (["sh", "-c", "vllm serve m --api-key sk-1  --port 8000 -H 'Authorization: Bearer sk-2'"],
+     ["sh", "-c", f"vllm serve m --api-key {R}  --port 8000 -H 'Authorization: Bearer {R}'"]),
+    (["vllm", "serve", "m", "--port", "8000"], ["vllm", "serve", "m", "--port", "8000"]),
+])
+def test_secret_like_target_arguments_are_redacted(args: list[str], shown: list[str]) -> None:
+    assert redact_args(args) == shown
+
+
+def test_the_stack_snapshot_never_holds_a_targets_api_key() -> None:
+    p = pod("a", "n1")
+    p["spec"]["containers"][0]["command"] = ["vllm", "serve"]
+    p["spec"]["containers"][0]["args"] = ["m", "--api-key", "sk-live-1", "--port", "8000"]
+    stack = stack_snapshot([p], [], [])
+    assert stack.target_args == ["vllm", "serve", "m", "--api-key", R, "--port", "8000"]
+    assert "sk-live-1" not in stack.model_dump_json()

@@ -22,6 +22,7 @@ RULES = ROOT / "charts" / "llmbench-operator" / "files" / "rbac"
 NAMESPACED = RULES / "namespaced-rules.yaml"
 CLUSTER = RULES / "cluster-rules.yaml"
 DEPLOY = ROOT / "deploy" / "operator-rbac.yaml"
+EXPORTER = RULES / "exporter-rules.yaml"
 
 Grants = dict[tuple[str, str], set[str]]
 #: Resources that are not namespaced: a Role cannot grant them.
@@ -30,6 +31,8 @@ CLUSTER_SCOPED = {
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("rbac.authorization.k8s.io", "clusterroles"),
     ("rbac.authorization.k8s.io", "clusterrolebindings"),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
 }
 
 
@@ -71,9 +74,14 @@ def compare(granted: Grants, needed: Grants) -> list[str]:
 
 
 #: The calls that no Role can allow, so a namespaced install keeps them in its ClusterRole:
-#: ``Kube.get_node`` (nodes are cluster-scoped) and ``Kube.list_pods(None, ...)``
-#: (``list_pod_for_all_namespaces``: dcgm-exporter discovery on the target's nodes).
-CLUSTER_WIDE: Grants = {("", "nodes"): {"get"}, ("", "pods"): {"list"}}
+#: ``Kube.get_node`` (nodes are cluster-scoped) and
+#: ``Kube.get_admission_policy``/``get_admission_binding`` (cluster-scoped). Pods are never
+#: listed cluster-wide by a namespaced install: exporter namespaces get a Role each.
+CLUSTER_WIDE: Grants = {
+    ("", "nodes"): {"get"},
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"): {"get"},
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"): {"get"},
+}
 
 
 def source_rules() -> list[dict[str, Any]]:
@@ -129,11 +137,11 @@ def test_a_cluster_scoped_rule_in_the_role_file_is_reported() -> None:
     ]
 
 
-def test_no_wildcards_and_no_secret_writes() -> None:
+def test_no_wildcards_and_no_right_on_secrets() -> None:
     g = grants(source_rules())
     assert all("*" not in verbs for verbs in g.values())
     assert all("*" not in key for pair in g for key in pair)
-    assert g[("", "secrets")] == {"get"}
+    assert ("", "secrets") not in g  # the API key reaches the runner by secretKeyRef only
     assert ("", "pods") in g and not ({"patch", "update", "delete"} & g[("", "pods")])
     # Jobs are never changed; only a run pruned by spec.historyLimit is deleted
     assert not ({"patch", "update"} & g[("batch", "jobs")])
@@ -152,3 +160,10 @@ def test_deploy_file_grants_what_the_chart_grants() -> None:
         {"kind": "ServiceAccount", "name": sa["metadata"]["name"],
          "namespace": sa["metadata"]["namespace"]}
     ]
+
+
+def test_an_exporter_namespace_role_only_lists_pods() -> None:
+    """What a namespaced install grants in each exporter namespace: the one call
+    ``discover_exporters`` makes there (``Kube.list_pods(ns, ...)``)."""
+    assert grants(rules_of(EXPORTER)) == {("", "pods"): {"list"}}
+    assert "list" in used()[("", "pods")]

@@ -11,6 +11,7 @@ from llmbench.api import ServiceRef
 from llmbench.operator.target import (
     Resolved,
     TargetNotReady,
+    exporter_namespaces,
     exporters_found,
     ready_condition,
     ready_pods,
@@ -87,3 +88,10 @@ def test_exporters_on_the_targets_nodes_only() -> None:
     none, c = exporters_found([exporter("gpu-z", "10.1.0.9")], ["gpu-a", "gpu-b"])
     assert none == [] and (c.status, c.reason) == ("False", "ExporterNotFound")
     assert "on node(s) gpu-a, gpu-b; the run goes on without the GPU table" in c.message
+
+
+def test_a_namespaced_operator_lists_exporters_only_where_it_was_told() -> None:
+    assert exporter_namespaces("llm", [], ["gpu-operator"]) is None  # all namespaces
+    assert exporter_namespaces("llm", ["llm", "b"], ["gpu-operator", "b"]) == [
+        "gpu-operator", "b", "llm"]
+    assert exporter_namespaces("llm", ["llm"], []) == ["llm"]

@@ -56,6 +56,7 @@ from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
 from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.eventloop import run as run_loop
 from llmbench.runner.job.digest import build_digest, termination_message
+from llmbench.runner.job.scrub import Scrubber
 from llmbench.runner.job.shards import Coordinator
 from llmbench.runner.job.store import ResultsStore, StoreError
 from llmbench.runner.point.config import ProfileConfig, point_config
@@ -101,7 +102,6 @@ EXIT_INTERRUPTED = 130
 POINTS_BUDGET = 800_000
 #: A point is never squeezed below this (a bigger one is written whole and may be refused).
 MIN_POINT_BUDGET = 16_384
-REDACTED = "[redacted]"
 
 
 class JobError(Exception):
@@ -200,7 +200,9 @@ class _Job:
         self.termination_log = termination_log
         self.runner_node = runner_node
         self.run = 1
-        self.secret: str | None = None
+        #: takes the API key out of the store's data, the termination message, the log and
+        #: the artefacts (every encoding: :mod:`llmbench.runner.job.scrub`)
+        self.scrubber = Scrubber(None)
         #: point names whose result the store holds
         self.stored: set[str] = set()
         self.total = 1
@@ -290,8 +292,7 @@ class _Job:
     # -- writing back --------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        secret = self.secret
-        return text.replace(secret, REDACTED) if secret and len(secret) >= 4 else text
+        return self.scrubber.text(text)
 
     def updates(self, result: SweepResult, digest: RunDigest, csv_text: str) -> dict[str, str]:
         """Every key this write sets: points the store lacks, checkpoint, digest, CSV."""
@@ -404,7 +405,8 @@ class _Job:
                     f"the API key's environment variable {ctx.api_key_env} is empty or unset "
                     "(the Job sets it from target.apiKeySecretRef)"
                 )
-            self.secret = api_key
+            self.scrubber = Scrubber(api_key)
+            self.scrubber.install()
         self.total = len(spec.points()) * spec.repetitions
         replicas = spec.runner.replicas
         if not 0 <= self.shard < replicas:
@@ -445,6 +447,8 @@ class _Job:
                 pr = await run_profile(cfg, stop=point_stop)
             if pr.artifact_dir is not None and not self.follower:  # a follower has no scrapes
                 await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
+            if pr.artifact_dir is not None:
+                await asyncio.to_thread(self.scrubber.tree, pr.artifact_dir)
             return pr
 
         try:
@@ -460,6 +464,8 @@ class _Job:
             coord.cleanup()
         if self.persist_dir is not None and not self.follower and not result.interrupted:
             self.report(result, data)
+        # the sweep's own files (checkpoint, analyze CSV, report) beside the points'
+        await asyncio.to_thread(self.scrubber.tree, self.artifact_dir)
         if result.interrupted:
             log.warning("interrupted after %d of %d points; a new pod resumes from %s",
                         digest.done, digest.total, self.store)
