@@ -18,6 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from .figures import PointFigures
+
 __all__ = [
     "PHASES",
     "BenchmarkStatus",
@@ -82,27 +84,20 @@ class ShardLoadStatus(StatusModel):
     requests: int = Field(default=0, description="Measured requests it sent.")
 
 
-class PointStatus(StatusModel):
+class PointStatus(StatusModel, PointFigures):
     """One finished point of the sweep (repetitions averaged): what a user sizes from."""
 
+    # The swept value and its figures (ttftP99Ms, ott, ...) are PointFigures' fields; this
+    # docstring is the CRD's description.
+
     name: str = Field(description="The point's artefact folder name.")
-    value: float = Field(description="The swept value (concurrency, rate, ISL or OSL).")
     state: Literal["Succeeded", "Failed"]
     reason: str | None = Field(default=None, description="Why the point failed.")
-    ttft_p99_ms: float | None = None
-    itl_p99_ms: float | None = None
-    e2e_p99_ms: float | None = None
-    ott: float | None = Field(default=None, description="Output token throughput (tok/s).")
-    rps: float | None = Field(default=None, description="Request throughput (req/s).")
-    goodput: float | None = Field(default=None, description="Requests meeting every SLO per s.")
     slo_met: bool | None = Field(default=None, description="Every SLO met (None: no SLO).")
     gpu_power_w: float | None = Field(default=None, description="Mean power, summed over GPUs.")
     gpu_energy_j: float | None = Field(default=None, description="Energy in the window, summed.")
     gpu_utilization_pct: float | None = Field(default=None, description="Mean over GPUs.")
     gpus: int | None = Field(default=None, description="GPUs whose metrics were kept.")
-    joules_per_output_token: float | None = Field(
-        default=None, description="GPU energy per output token (J), over the kept GPUs."
-    )
     valid: bool | None = Field(default=None, description="No validity warning on this point.")
     warnings: list[str] = Field(default_factory=list, description="Validity warnings, short.")
     replicas: int | None = Field(

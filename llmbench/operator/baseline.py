@@ -64,11 +64,7 @@ def from_values(values: BaselineValues) -> BaselineContext:
         max_ott_under_slo=values.max_ott_under_slo,
         peak_ott=values.peak_ott,
         points=[
-            PointStatus(
-                name=f"{p.value:g}", value=p.value, state="Succeeded", ott=p.ott, rps=p.rps,
-                ttft_p99_ms=p.ttft_p99_ms, itl_p99_ms=p.itl_p99_ms, e2e_p99_ms=p.e2e_p99_ms,
-                joules_per_output_token=p.joules_per_output_token,
-            )
+            PointStatus.of(p, name=f"{p.value:g}", state="Succeeded")
             for p in values.points or []
         ],
     )

@@ -21,6 +21,10 @@ Non-streaming responses are written once the last token is due (first = last tok
 host can compare its own timestamps with ``GET /sim/records`` directly. Timers fire with the
 event loop's millisecond granularity (epoll), so a chunk is written 0-1 ms after its
 deadline; the records hold the real write times, which is what an oracle must report.
+
+What a generation needs of the server (its clock, slots, queue, metrics and ring) is the
+``Host`` protocol declared here, so this module does not import ``server`` (which starts
+generations) back.
 """
 
 from __future__ import annotations
@@ -28,16 +32,42 @@ from __future__ import annotations
 import asyncio
 import time
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llmbench.sim.wire import DONE_CHUNK, dumps, http_response
 
 if TYPE_CHECKING:
+    import random
+    from collections import deque
+
+    from llmbench.sim.config import SimConfig
+    from llmbench.sim.metrics import Metrics
     from llmbench.sim.records import SimRecord
-    from llmbench.sim.server import SimServer
     from llmbench.sim.wire import Conn
 
-__all__ = ["Gen"]
+__all__ = ["Gen", "Host"]
+
+
+class Host(Protocol):
+    """The server state a generation reads and updates (``server.SimServer`` provides it)."""
+
+    config: SimConfig
+    _words: tuple[str, ...]
+    _words_b: tuple[bytes, ...]
+    _model_json: str
+    _id_prefix: str
+    _rng: random.Random
+    _loop: asyncio.AbstractEventLoop
+    _running: int
+    _running_gens: set[Gen]
+    _waiting: deque[Gen]
+    _metrics: Metrics
+
+    def _add_record(self, rec: SimRecord) -> None:
+        """Keeps a finished (or aborted) request's ground-truth record."""
+
+    def _admit_waiting(self, now: int) -> None:
+        """Gives freed decode slots to queued generations, oldest first."""
 
 
 _WAITING, _PREFILL, _DECODE, _DONE_STATE = range(4)
@@ -50,7 +80,7 @@ class Gen:
                  "woff", "handle", "deadline_ns", "state", "include_usage", "finish_reason",
                  "malformed_at", "disconnect_at", "last_write_ns", "created", "rid_s", "held")
 
-    def __init__(self, sim: SimServer, conn: Conn, rec: SimRecord, stream: bool, chat: bool,
+    def __init__(self, sim: Host, conn: Conn, rec: SimRecord, stream: bool, chat: bool,
                  n: int, finish_reason: str, include_usage: bool) -> None:
         self.sim = sim
         self.conn = conn
@@ -105,6 +135,10 @@ class Gen:
             self.handle = sim._loop.call_soon(self.tick)
         else:
             self.handle = sim._loop.call_at(sim._loop.time() + delay, self.tick)
+
+    def resume(self) -> None:
+        """The paused client drained its buffer: write what fell due meanwhile, now."""
+        self.handle = self.sim._loop.call_soon(self.tick)
 
     def _step_ns(self) -> int:
         cfg = self.sim.config

@@ -7,8 +7,10 @@ template, one timer callback and one ``transport.write``. HTTP support is the sm
 benchmark clients use: HTTP/1.1 keep-alive, ``Content-Length`` request bodies, responses
 with ``Content-Length`` (JSON) or ``Transfer-Encoding: chunked`` (SSE, like uvicorn).
 
-``Conn`` hands each complete request to ``SimServer._dispatch`` and holds the running
-generation (``generation.Gen``) so a closed or slow client can stop or hold it.
+``Conn`` hands each complete request to its ``Host`` (the ``SimServer``) and holds the running
+generation (a ``Stream``: ``generation.Gen``) so a closed or slow client can stop or hold it.
+Both are protocols declared here, so this bottom module imports neither the server nor the
+generation that use it.
 """
 
 from __future__ import annotations
@@ -16,17 +18,15 @@ from __future__ import annotations
 import asyncio
 import json
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from llmbench.sim.generation import Gen
-    from llmbench.sim.server import SimServer
+from typing import Any, Protocol
 
 __all__ = [
     "DONE_CHUNK",
     "SSE_HEAD",
     "Conn",
     "HTTPError",
+    "Host",
+    "Stream",
     "dumps",
     "error_body",
     "http_response",
@@ -84,6 +84,28 @@ def text_of_content(content: Any) -> str:
     raise HTTPError(400, "message content must be a string or a list of parts")
 
 
+class Stream(Protocol):
+    """What a connection needs of the response it is streaming (``generation.Gen``)."""
+
+    held: bool
+
+    def abort(self, status: str) -> None:
+        """The client went away: stop and record ``status``."""
+
+    def resume(self) -> None:
+        """The client drained its buffer: send what is due now."""
+
+
+class Host(Protocol):
+    """What a connection needs of the server it belongs to (``server.SimServer``)."""
+
+    _conns: set[Conn]
+
+    def _dispatch(self, conn: Conn, method: bytes, path: bytes, body: bytes,
+                  arrival: int) -> None:
+        """Answers one complete request read from ``conn``."""
+
+
 class Conn(asyncio.Protocol):
     """One client connection: parses requests, runs one response at a time (keep-alive).
 
@@ -94,14 +116,14 @@ class Conn(asyncio.Protocol):
                  "head_ns", "head_end", "body_len", "method", "path", "query", "keep", "auth",
                  "processing", "paused")
 
-    def __init__(self, sim: SimServer) -> None:
+    def __init__(self, sim: Host) -> None:
         self.sim = sim
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.busy = False
         self.closed = False
         self.close_after = False
-        self.gen: Gen | None = None
+        self.gen: Stream | None = None
         self.head_ns = 0
         self.head_end = -1
         self.body_len = 0
@@ -136,7 +158,7 @@ class Conn(asyncio.Protocol):
         gen = self.gen
         if gen is not None and gen.held:
             gen.held = False
-            gen.handle = gen.sim._loop.call_soon(gen.tick)
+            gen.resume()
 
     def data_received(self, data: bytes) -> None:
         now = perf_counter_ns()

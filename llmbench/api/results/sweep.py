@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, computed_field, model_validator
 
+from ..figures import PointFigures
 from .files import ResultModel
 from .point import PointResult, Stat
 from .telemetry import GPU_SUMMARY_COLUMNS
@@ -22,21 +23,18 @@ __all__ = [
     "SweepPoint",
 ]
 
-class PointMetrics(ResultModel):
-    """The figures of one sweep point that the knee and SLO rules read (ms, tokens/s).
+class PointMetrics(ResultModel, PointFigures):
+    """The figures of one sweep point (:class:`~llmbench.api.figures.PointFigures`: what the
+    knee and SLO rules read, the digest and ``llmbench compare`` hand on) and the counts the
+    goodput ratio comes from.
 
     ``goodput_ratio`` is derived (written, never read back: it follows from the other two).
+    ``joules_per_output_token`` is written once per point, as the point's
+    (:class:`SweepPoint` fills it in when it reads a file), so the file keeps its keys.
     """
 
     model_config = ConfigDict(frozen=True)
 
-    value: float
-    ttft_p99_ms: float | None = None
-    itl_p99_ms: float | None = None
-    e2e_p99_ms: float | None = None
-    ott: float | None = None
-    rps: float | None = None
-    goodput: float | None = None
     completed: int = 0
     good_requests: int | None = None
     failed: str | None = None
@@ -50,8 +48,10 @@ class PointMetrics(ResultModel):
 
     @model_validator(mode="after")
     def _all_keys_written(self) -> PointMetrics:
-        # The defaults are for building one by hand; the file lists every figure, None or not.
-        object.__setattr__(self, "__pydantic_fields_set__", set(type(self).model_fields))
+        # The defaults are for building one by hand; the file lists every figure, None or not,
+        # but the energy figure beside the metrics (SweepPoint.joules_per_output_token).
+        written = set(type(self).model_fields) - {"joules_per_output_token"}
+        object.__setattr__(self, "__pydantic_fields_set__", written)
         return self
 
     @computed_field  # type: ignore[prop-decorator]
@@ -69,6 +69,7 @@ class PointMetrics(ResultModel):
         def p99(stat: Stat | None) -> float | None:
             return None if stat is None else stat.p99
 
+        efficiency = summary.telemetry.efficiency if summary.telemetry is not None else None
         return cls(
             value=value,
             ttft_p99_ms=p99(summary.time_to_first_token),
@@ -77,6 +78,9 @@ class PointMetrics(ResultModel):
             ott=summary.output_token_throughput.avg,
             rps=summary.request_throughput.avg,
             goodput=summary.goodput.avg if summary.goodput is not None else None,
+            joules_per_output_token=(
+                efficiency.joules_per_output_token if efficiency is not None else None
+            ),
             completed=summary.window.completed_requests,
             good_requests=summary.goodput.good_requests if summary.goodput is not None else None,
         )
@@ -152,6 +156,7 @@ class SweepPoint(ResultModel):
     spreads: dict[str, Spread]
     unstable: list[str]
     cost_per_million_output_tokens: float | None
+    #: ``metrics.joules_per_output_token``, where the file has always kept it
     joules_per_output_token: float | None
     isl: float | None
     achieved_request_rate: float | None
@@ -165,6 +170,18 @@ class SweepPoint(ResultModel):
     #: pod's achieved load against its share (last repetition), e.g. ``"1.98/2"``
     replicas: int | None = None
     shard_load: list[str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _energy_into_metrics(cls, data: Any) -> Any:
+        # The file keeps the energy figure beside the metrics; the metrics carry it too, so
+        # everything that reads a point's figures finds all of them in one PointFigures.
+        if isinstance(data, dict) and isinstance(data.get("metrics"), dict):
+            metrics = data["metrics"]
+            if metrics.get("joules_per_output_token") is None:
+                energy = data.get("joules_per_output_token")
+                data = {**data, "metrics": {**metrics, "joules_per_output_token": energy}}
+        return data
 
 
 class KneeSummary(ResultModel):

@@ -6,6 +6,7 @@ from typing import Annotated, ClassVar
 
 from pydantic import Field, Strict
 
+from ..figures import PointFigures
 from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
 from .flag import CliFlag
 from .types import Float, PositiveInt, Str
@@ -179,18 +180,11 @@ class Tolerances(ApiModel):
         return out or dict(self.DEFAULTS)
 
 
-class BaselinePoint(ApiModel):
+class BaselinePoint(ApiModel, PointFigures):
     """Fixed figures of one swept value (the sweep's concurrency, rate or length)."""
 
-    value: Float = Field(description="The swept value these figures belong to.")
-    ott: Float | None = Field(default=None, ge=0, description="Output token throughput (tok/s).")
-    rps: Float | None = Field(default=None, ge=0, description="Request throughput (req/s).")
-    ttft_p99_ms: Float | None = Field(default=None, ge=0, description="p99 TTFT (ms).")
-    itl_p99_ms: Float | None = Field(default=None, ge=0, description="p99 ITL (ms).")
-    e2e_p99_ms: Float | None = Field(default=None, ge=0, description="p99 request latency (ms).")
-    joules_per_output_token: Float | None = Field(
-        default=None, ge=0, description="GPU energy per output token (J)."
-    )
+    # The fields are PointFigures' (llmbench.api.figures): one declaration for every model
+    # that holds a point's figures. This docstring is the CRD's description.
 
 
 class BaselineValues(ApiModel):

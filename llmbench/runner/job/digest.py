@@ -148,7 +148,6 @@ def point_statuses(result: SweepResult, data: SweepAnalysis) -> list[PointStatus
     """One :class:`PointStatus` per swept value reached (repetitions averaged, as the CSV)."""
     out = []
     for sp, runs in zip(data.points, result.by_value(), strict=True):
-        m = sp.metrics
         ok = sp.status == "ok"
         warnings: list[str] = []
         for r in runs:
@@ -159,17 +158,11 @@ def point_statuses(result: SweepResult, data: SweepAnalysis) -> list[PointStatus
                         warnings.append(text)
         power, energy, util, gpus = _gpu_figures(runs)
         out.append(
-            PointStatus(
+            PointStatus.of(
+                sp.metrics,
                 name=sp.name,
-                value=sp.value,
                 state="Succeeded" if ok else "Failed",
                 reason=None if ok else _clip(sp.reason or "failed"),
-                ttft_p99_ms=m.ttft_p99_ms,
-                itl_p99_ms=m.itl_p99_ms,
-                e2e_p99_ms=m.e2e_p99_ms,
-                ott=m.ott,
-                rps=m.rps,
-                goodput=m.goodput,
                 slo_met=sp.meets_slo,
                 valid=(not warnings) if ok else None,
                 warnings=warnings,
@@ -177,7 +170,6 @@ def point_statuses(result: SweepResult, data: SweepAnalysis) -> list[PointStatus
                 gpu_energy_j=energy,
                 gpu_utilization_pct=util,
                 gpus=gpus,
-                joules_per_output_token=sp.joules_per_output_token,
                 **_shard_fields(runs),
             )
         )

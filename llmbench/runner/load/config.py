@@ -1,12 +1,16 @@
 """How a load point issues its requests: the load generator's settings.
 
-Filled from the CLI flags or the spec (``point/config.py``), which validate them first; the
-load generator trusts what it gets.
+Filled from the spec (``point/config.py``; the CLI's flags become a spec first), which
+validates them; the load generator trusts what it gets. A field that is a spec field under
+its own name says so in its metadata (``{"spec": "load.workers"}``, a path from the ``Spec``
+root) and ``point_config`` copies it; the fields without are computed for the point (the swept
+quantity, the budget) or set at run time (shards). So a new setting is its spec field and its
+field here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["LoadConfig", "expected_total"]
 
@@ -26,15 +30,19 @@ class LoadConfig:
     mode: str = "concurrency"  # concurrency | request_rate | fixed_schedule | session_concurrency
     concurrency: int = 1
     request_rate: float | None = None
-    rate_mode: str = "constant"  # constant | poisson
-    max_concurrency: int | None = None
+    rate_mode: str = field(default="constant", metadata={"spec": "load.request_rate_mode"})
+    max_concurrency: int | None = field(default=None, metadata={"spec": "load.max_concurrency"})
     request_count: int | None = 100
-    measurement_duration_s: float | None = None
-    warmup_request_count: int = 0
-    seed: int = 0
-    request_timeout_s: float | None = 600.0
-    workers: int = 1
-    endpoint_type: str = "chat"
+    measurement_duration_s: float | None = field(
+        default=None, metadata={"spec": "load.measurement_duration_seconds"}
+    )
+    warmup_request_count: int = field(default=0, metadata={"spec": "load.warmup_request_count"})
+    seed: int = field(default=0, metadata={"spec": "workload.seed"})
+    request_timeout_s: float | None = field(
+        default=600.0, metadata={"spec": "target.request_timeout_seconds"}
+    )
+    workers: int = field(default=1, metadata={"spec": "load.workers"})
+    endpoint_type: str = field(default="chat", metadata={"spec": "target.endpoint_type"})
     buffer_mb: float | None = None
     unreachable_after_s: float = 10.0
     retry_after_max_s: float = 30.0
@@ -46,11 +54,17 @@ class LoadConfig:
     #: flight): GenAI-Perf's ``--num-sessions``, ``--session-turns-mean/-stddev`` and
     #: ``--session-turn-delay-mean/-stddev`` (ms); see
     #: :func:`~llmbench.runner.load.sessions.session_plan`.
-    num_sessions: int = 0
-    session_turns_mean: int = 1
-    session_turns_stddev: float = 0.0
-    session_turn_delay_mean_ms: float = 0.0
-    session_turn_delay_stddev_ms: float = 0.0
+    num_sessions: int = field(default=0, metadata={"spec": "load.sessions.count"})
+    session_turns_mean: int = field(default=1, metadata={"spec": "load.sessions.turns_mean"})
+    session_turns_stddev: float = field(
+        default=0.0, metadata={"spec": "load.sessions.turns_stddev"}
+    )
+    session_turn_delay_mean_ms: float = field(
+        default=0.0, metadata={"spec": "load.sessions.turn_delay_mean_ms"}
+    )
+    session_turn_delay_stddev_ms: float = field(
+        default=0.0, metadata={"spec": "load.sessions.turn_delay_stddev_ms"}
+    )
     #: This runner pod's share of a point driven by several pods (``spec.runner.replicas``):
     #: it sends the request numbers ``shard, shard + shards, ...`` (so the union over the pods
     #: is exactly the single runner's numbering, warm-up first). Set by

@@ -2,12 +2,15 @@
 
 A sweep point, a ``profile`` command line and an ``LLMBenchmark`` manifest all reach the load
 generator through :func:`point_config`: the CLI first turns its flags into the same
-:class:`~llmbench.api.Spec` a manifest parses into, so no field is mapped by hand twice.
+:class:`~llmbench.api.Spec` a manifest parses into, so no field is mapped by hand twice. The
+runner's settings that are a spec field under their own name say which in their field
+metadata, and :func:`spec_values` copies them; what is written here by hand is only what the
+point computes (the swept quantity, the load mode, the budget).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.point.stability import DEFAULT_STABILITY_PERCENTAGE, StabilityConfig
 from llmbench.runner.workload.config import WorkloadConfig
 
-__all__ = ["ENDPOINT_PATHS", "ProfileConfig", "point_config"]
+__all__ = ["ENDPOINT_PATHS", "ProfileConfig", "point_config", "spec_paths", "spec_values"]
 
 ENDPOINT_PATHS = {
     "chat": "/v1/chat/completions",
@@ -129,6 +132,40 @@ def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in d.items()}
 
 
+def spec_paths(settings: type) -> dict[str, str]:
+    """Field name -> spec path (``"load.workers"``) of the settings dataclass's fields that are
+    a spec field under their own name (their ``metadata["spec"]``)."""
+    return {f.name: f.metadata["spec"] for f in fields(settings) if "spec" in f.metadata}
+
+
+def spec_values(settings: type, spec: Spec) -> dict[str, Any]:
+    """The spec's values of those fields, to pass to ``settings(...)``: how a setting declared
+    in the spec reaches the runner without being copied here by hand.
+
+    A path through an unset object (``load.sessions`` when there are none) is left out, so the
+    field keeps its default; a field the spec leaves ``None`` is copied as ``None``; lists and
+    dicts are copied, so the settings never share the spec's.
+
+    Raises:
+        AttributeError: a path names no field of the spec (a test walks every path).
+    """
+    out: dict[str, Any] = {}
+    for name, path in spec_paths(settings).items():
+        *parents, leaf = path.split(".")
+        obj: Any = spec
+        for part in parents:
+            obj = getattr(obj, part)
+            if obj is None:
+                break
+        else:
+            value = getattr(obj, leaf)
+            out[name] = (
+                list(value) if isinstance(value, list)
+                else dict(value) if isinstance(value, dict)
+                else value
+            )
+    return out
+
 
 
 def point_config(
@@ -195,29 +232,12 @@ def point_config(
         request_count = max(100, 4 * (load.max_concurrency or concurrency))
     target = spec.target
     w = spec.workload
-    session_knobs: dict[str, Any] = {}
-    if sessions is not None:
-        session_knobs = {
-            "num_sessions": sessions.count,
-            "session_turns_mean": sessions.turns_mean,
-            "session_turns_stddev": sessions.turns_stddev,
-            "session_turn_delay_mean_ms": sessions.turn_delay_mean_ms,
-            "session_turn_delay_stddev_ms": sessions.turn_delay_stddev_ms,
-        }
     load_cfg = LoadConfig(
+        **spec_values(LoadConfig, spec),
         mode=mode,
         concurrency=concurrency,
         request_rate=rate if mode == "request_rate" else None,
-        rate_mode=load.request_rate_mode,
-        max_concurrency=load.max_concurrency,
         request_count=request_count,
-        measurement_duration_s=load.measurement_duration_seconds,
-        warmup_request_count=load.warmup_request_count,
-        seed=w.seed,
-        request_timeout_s=target.request_timeout_seconds,
-        workers=load.workers,
-        endpoint_type=target.endpoint_type,
-        **session_knobs,
     )
     if sessions is not None:  # the measured budget: every turn of every session
         load_cfg = replace(load_cfg, request_count=session_plan(load_cfg).total)
@@ -229,19 +249,10 @@ def point_config(
         streaming=target.streaming and target.endpoint_type != "embeddings",
         load=load_cfg,
         workload=WorkloadConfig(
+            **spec_values(WorkloadConfig, spec),
             synthetic_input_tokens_mean=isl,
-            synthetic_input_tokens_stddev=w.input_tokens.stddev,
             output_tokens_mean=osl,
-            output_tokens_stddev=w.output_tokens.stddev,
-            output_tokens_mean_deterministic=w.output_tokens.deterministic,
-            extra_inputs=dict(w.extra_inputs),
-            input_file=w.input_file,
-            random_seed=w.seed,
-            num_prompts=w.num_prompts,
             models=list(w.models or []),
-            model_selection_strategy=w.model_selection_strategy,
-            num_prefix_prompts=w.num_prefix_prompts,
-            prefix_prompt_length=w.prefix_prompt_length,
         ),
         tokenizer=w.tokenizer,
         tokenizer_revision=w.tokenizer_revision,

@@ -135,15 +135,6 @@ def _done(runs: Sequence[PointRun]) -> list[PointResult]:
     return [r.summary for r in runs if r.status == DONE and r.summary is not None]
 
 
-def _energy(runs: Sequence[PointRun]) -> float | None:
-    """Joules per output token (mean over repetitions) from the telemetry efficiency figures."""
-    return _mean([
-        s.telemetry.efficiency.joules_per_output_token
-        for s in _done(runs)
-        if s.telemetry is not None and s.telemetry.efficiency is not None
-    ])
-
-
 def analysis(result: SweepResult) -> SweepAnalysis:
     """Knee, SLO verdicts, spreads and cost of a sweep: the model of the JSON export."""
     spec = result.spec
@@ -179,7 +170,7 @@ def analysis(result: SweepResult) -> SweepAnalysis:
             spreads=spreads,
             unstable=sorted(k for k, s in spreads.items() if s.unstable and s.n > 1),
             cost_per_million_output_tokens=cost_per_million(m.ott, price),
-            joules_per_output_token=_energy(group),
+            joules_per_output_token=m.joules_per_output_token,
             isl=_isl(result, m.value, group),
             achieved_request_rate=_achieved_rate(group),
             **verdict,

@@ -22,12 +22,13 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from llmbench.api.figures import PointFigures
 from llmbench.api.job import BaselineContext
-from llmbench.api.results import PointResult, SweepAnalysis, SweepPoint, validate_result
-from llmbench.api.status import PointStatus, RegressionVerdict, VerdictRow
+from llmbench.api.results import PointResult, SweepAnalysis, validate_result
+from llmbench.api.status import RegressionVerdict, VerdictRow
 from llmbench.runner.labels import METRIC_LABELS, format_value
 from llmbench.runner.sweep.knee import value_label
 
@@ -35,7 +36,7 @@ __all__ = [
     "BAD_VERDICTS",
     "DEFAULT_TOLERANCES",
     "METRICS",
-    "PointFigures",
+    "POINT_METRICS",
     "Row",
     "SweepFigures",
     "compare",
@@ -43,6 +44,7 @@ __all__ = [
     "figures_from_points",
     "parse_tolerances",
     "pct",
+    "point_metrics",
     "regression_verdict",
     "render",
     "signed_tolerance",
@@ -93,28 +95,29 @@ class Row:
     verdict: str
 
 
-@dataclass(frozen=True)
-class PointFigures:
-    """The figures of one sweep point that are compared (``METRICS`` keys), from an analyze
-    export or from a run digest (``llmbench results --compare``)."""
+#: Point metric keys (``--tolerance`` names) -> the :class:`PointFigures` field each one reads.
+POINT_METRICS = {
+    "ott": "ott",
+    "rps": "rps",
+    "goodput": "goodput",
+    "ttft_p99": "ttft_p99_ms",
+    "itl_p99": "itl_p99_ms",
+    "e2e_p99": "e2e_p99_ms",
+    "j_per_token": "joules_per_output_token",
+}
 
-    label: str
-    ott: float | None = None
-    rps: float | None = None
-    goodput: float | None = None
-    ttft_p99: float | None = None
-    itl_p99: float | None = None
-    e2e_p99: float | None = None
-    j_per_token: float | None = None
 
-    def metrics(self) -> dict[str, float | None]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "label"}
+def point_metrics(figures: PointFigures) -> dict[str, float | None]:
+    """One point's compared figures keyed by metric (``ttft_p99``, not ``ttft_p99_ms``)."""
+    return {key: getattr(figures, attr) for key, attr in POINT_METRICS.items()}
 
 
 @dataclass(frozen=True)
 class SweepFigures:
-    """A sweep as compared: max OTT under SLO and the points keyed by their swept value."""
+    """A sweep as compared: max OTT under SLO and the points' figures keyed by swept value
+    (from an analyze export, a run digest or a baseline: all :class:`PointFigures`)."""
 
+    sweep_type: str
     max_ott_under_slo: float | None
     points: Mapping[float, PointFigures]
     #: the sweep's peak OTT when known without its points (fixed baseline numbers)
@@ -201,40 +204,26 @@ def _profile_metrics(s: PointResult) -> dict[str, float | None]:
     return out
 
 
-def _point_figures(p: SweepPoint) -> PointFigures:
-    m = p.metrics
-    return PointFigures(
-        label=p.label, ott=m.ott, rps=m.rps, goodput=m.goodput, ttft_p99=m.ttft_p99_ms,
-        itl_p99=m.itl_p99_ms, e2e_p99=m.e2e_p99_ms, j_per_token=p.joules_per_output_token,
-    )
-
-
 def figures_from_points(
-    points: Iterable[PointStatus],
+    points: Iterable[PointFigures],
     max_ott_under_slo: float | None,
     sweep_type: str,
     peak_ott: float | None = None,
 ) -> SweepFigures:
-    """A sweep's figures from status points (a run digest, or a baseline the operator
-    resolved): what ``llmbench results --compare`` and the run's regression verdict compare."""
+    """A sweep's figures from its points (status points of a run digest, or a baseline the
+    operator resolved): what ``llmbench results --compare`` and the regression verdict use."""
     return SweepFigures(
+        sweep_type=sweep_type,
         max_ott_under_slo=max_ott_under_slo,
-        points={
-            p.value: PointFigures(
-                label=value_label(sweep_type, p.value), ott=p.ott, rps=p.rps,
-                goodput=p.goodput, ttft_p99=p.ttft_p99_ms, itl_p99=p.itl_p99_ms,
-                e2e_p99=p.e2e_p99_ms, j_per_token=p.joules_per_output_token,
-            )
-            for p in points
-        },
+        points={p.value: p for p in points},
         peak_ott=peak_ott,
     )
 
 
 def _sweep_figures(d: SweepAnalysis) -> SweepFigures:
-    return SweepFigures(
-        max_ott_under_slo=d.slo.max_ott if d.slo is not None else None,
-        points={p.value: _point_figures(p) for p in d.points},
+    return figures_from_points(
+        (p.metrics for p in d.points), d.slo.max_ott if d.slo is not None else None,
+        d.sweep_type,
     )
 
 
@@ -345,12 +334,12 @@ def compare_sweeps(a: SweepFigures, b: SweepFigures, tolerances: dict[str, float
             rows.append(_row("sweep", k, sa[k], sb[k], tolerances))
     pa, pb = a.points, b.points
     for value in sorted(set(pa) | set(pb)):
-        label = (pa.get(value) or pb[value]).label
+        label = value_label(b.sweep_type, value)
         if value not in pb or value not in pa:
             rows.append(Row(label, "point", None, None, None, None,
                             "only in A" if value not in pb else "only in B"))
             continue
-        ma, mb = pa[value].metrics(), pb[value].metrics()
+        ma, mb = point_metrics(pa[value]), point_metrics(pb[value])
         for k in ma:
             if ma[k] is not None or mb[k] is not None:
                 rows.append(_row(label, k, ma[k], mb[k], tolerances))

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from llmbench.api import Spec
+from llmbench.api.figures import FIGURE_NAMES
 from llmbench.api.results import PointResult, ResultFileError, Spread
 from llmbench.runner.artifacts.layout import default_artifact_dir
 from llmbench.runner.artifacts.read import load_summary
@@ -123,28 +124,22 @@ def aggregate(runs: Sequence[PointRun]) -> tuple[PointMetrics, dict[str, Spread]
     if not ok:
         reason = next((r.reason for r in runs if r.reason), "failed")
         return PointMetrics(value=value, failed=reason), {}
-    spreads: dict[str, Spread] = {}
-    means: dict[str, float | None] = {}
-    for attr in (*SPREAD_METRICS, "goodput"):
-        vals = [getattr(m, attr) for m in ok if getattr(m, attr) is not None]
-        if not vals:
-            means[attr] = None
-            continue
-        means[attr] = float(np.mean(np.asarray(vals, dtype=np.float64)))
-        if attr in SPREAD_METRICS:
-            spreads[attr] = spread(vals)
+    measured = {
+        attr: [getattr(m, attr) for m in ok if getattr(m, attr) is not None]
+        for attr in FIGURE_NAMES
+    }
+    means = {
+        attr: float(np.mean(np.asarray(vals, dtype=np.float64))) if vals else None
+        for attr, vals in measured.items()
+    }
+    spreads = {attr: spread(measured[attr]) for attr in SPREAD_METRICS if measured[attr]}
     good = [m.good_requests for m in ok if m.good_requests is not None]
-    mean_point = PointMetrics(
-        value=value,
-        ttft_p99_ms=means["ttft_p99_ms"],
-        itl_p99_ms=means["itl_p99_ms"],
-        e2e_p99_ms=means["e2e_p99_ms"],
-        ott=means["ott"],
-        rps=means["rps"],
-        goodput=means["goodput"],
-        completed=sum(m.completed for m in ok),
-        good_requests=sum(good) if len(good) == len(ok) else None,
-    )
+    mean_point = PointMetrics.model_validate({
+        "value": value,
+        **means,
+        "completed": sum(m.completed for m in ok),
+        "good_requests": sum(good) if len(good) == len(ok) else None,
+    })
     return mean_point, spreads
 
 

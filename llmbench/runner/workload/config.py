@@ -1,6 +1,9 @@
 """What a load point's workload is: GenAI-Perf's workload settings, and ``--extra-inputs``.
 
-Validated here, before any prompt is built, so a bad setting fails naming its flag.
+Validated here, before any prompt is built, so a bad setting fails naming its flag. A field
+that is a spec field under its own name says so in its metadata (``{"spec": "workload.seed"}``,
+a path from the ``Spec`` root) and ``point/config.py``'s ``point_config`` copies it; so a new
+setting is its spec field and its field here.
 """
 
 from __future__ import annotations
@@ -30,27 +33,39 @@ class WorkloadConfig:
     """
 
     synthetic_input_tokens_mean: int = 550
-    synthetic_input_tokens_stddev: float = 0.0
+    synthetic_input_tokens_stddev: float = field(
+        default=0.0, metadata={"spec": "workload.input_tokens.stddev"}
+    )
     output_tokens_mean: int | None = None
-    output_tokens_stddev: float = 0.0
-    output_tokens_mean_deterministic: bool = False
-    extra_inputs: dict[str, Any] = field(default_factory=dict)
-    input_file: str | Path | None = None
-    random_seed: int = 0
+    output_tokens_stddev: float = field(
+        default=0.0, metadata={"spec": "workload.output_tokens.stddev"}
+    )
+    output_tokens_mean_deterministic: bool = field(
+        default=False, metadata={"spec": "workload.output_tokens.deterministic"}
+    )
+    extra_inputs: dict[str, Any] = field(
+        default_factory=dict, metadata={"spec": "workload.extra_inputs"}
+    )
+    input_file: str | Path | None = field(default=None, metadata={"spec": "workload.input_file"})
+    random_seed: int = field(default=0, metadata={"spec": "workload.seed"})
     endpoint_type: str = "chat"
     model: str = ""
     streaming: bool = False
-    num_prompts: int = 100
+    num_prompts: int = field(default=100, metadata={"spec": "workload.num_prompts"})
     #: Several models (GenAI-Perf's ``-m A B``): prompt i goes to one of them, by
     #: ``model_selection_strategy`` (``round_robin``: i mod N; ``random``: seeded); empty
     #: means every request goes to ``model``.
     models: list[str] = field(default_factory=list)
-    model_selection_strategy: str = "round_robin"
+    model_selection_strategy: str = field(
+        default="round_robin", metadata={"spec": "workload.model_selection_strategy"}
+    )
     #: GenAI-Perf's ``--num-prefix-prompts``: a pool of this many shared prefixes (0: none);
     #: each synthetic prompt starts with one of them, picked with the seed.
-    num_prefix_prompts: int = 0
+    num_prefix_prompts: int = field(default=0, metadata={"spec": "workload.num_prefix_prompts"})
     #: ``--prefix-prompt-length``: the exact token count of each prefix.
-    prefix_prompt_length: int = 100
+    prefix_prompt_length: int = field(
+        default=100, metadata={"spec": "workload.prefix_prompt_length"}
+    )
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the flag of the first bad setting."""

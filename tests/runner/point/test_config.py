@@ -12,7 +12,9 @@ from llmbench.api import API_VERSION, Spec
 from llmbench.cli import build_parser
 from llmbench.cli.profile import spec_from_flags
 from llmbench.cli.spec_flags import SPEC_FLAGS
-from llmbench.runner.point.config import point_config
+from llmbench.runner.load.config import LoadConfig
+from llmbench.runner.point.config import point_config, spec_paths, spec_values
+from llmbench.runner.workload.config import WorkloadConfig
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -106,3 +108,41 @@ def test_spec_errors_name_the_flag(flags: list[str], message: str) -> None:
         spec_from_flags(profile_args(*flags))
     assert message in str(err.value)
     assert "spec." not in str(err.value)
+
+
+def _model_field(path: str) -> Any:
+    """The pydantic field at a snake_case ``path`` from the Spec root (KeyError: none)."""
+    model: Any = Spec
+    info = None
+    for part in path.split("."):
+        info = model.model_fields[part]
+        args = getattr(info.annotation, "__args__", None) or (info.annotation,)
+        model = next((a for a in args if hasattr(a, "model_fields")), None)
+    return info
+
+
+@pytest.mark.parametrize("settings", [LoadConfig, WorkloadConfig])
+def test_every_spec_path_of_the_runner_settings_names_a_spec_field(settings: type) -> None:
+    paths = spec_paths(settings)
+    assert len(paths) >= 8, "the settings name their spec fields"
+    for name, path in paths.items():
+        assert _model_field(path) is not None, f"{settings.__name__}.{name}: {path}"
+
+
+def test_spec_values_follow_the_paths() -> None:
+    spec = Spec.from_manifest(manifest(
+        load={"sessions": {"count": 3, "turnsMean": 2, "turnDelayMeanMs": 5.0}},
+        workload={"seed": 7, "extraInputs": {"ignore_eos": True}, "numPrefixPrompts": 2},
+    ))
+    cfg = point_config(spec)
+    assert (cfg.load.num_sessions, cfg.load.session_turns_mean) == (3, 2)
+    assert cfg.load.session_turn_delay_mean_ms == 5.0 and cfg.load.seed == 7
+    assert cfg.workload.random_seed == 7 and cfg.workload.num_prefix_prompts == 2
+    assert cfg.workload.extra_inputs == {"ignore_eos": True}
+    assert cfg.workload.extra_inputs is not spec.workload.extra_inputs  # a copy
+    # no sessions: the session fields keep their defaults
+    bare = point_config(Spec.from_manifest(manifest()))
+    assert (bare.load.num_sessions, bare.load.session_turns_mean) == (0, 1)
+    assert bare.load.request_timeout_s == Spec.from_manifest(
+        manifest()).target.request_timeout_seconds
+    assert spec_values(LoadConfig, spec)["workers"] == spec.load.workers
