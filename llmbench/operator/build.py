@@ -50,6 +50,7 @@ __all__ = [
     "child_labels",
     "lease_name",
     "owner_reference",
+    "owns",
     "results_configmap",
     "run_objects",
     "runner_job",
@@ -93,6 +94,23 @@ def owner_reference(benchmark: Mapping[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def owns(benchmark: Mapping[str, Any], child: Mapping[str, Any], name: str | None) -> bool:
+    """Whether ``child`` is the benchmark's own object named ``name`` (its ``status.job`` or
+    ``status.resultsConfigMap``): its controlling owner has the benchmark's uid.
+
+    Why not the labels: anyone who may create a Job in the namespace can label one for any
+    benchmark; only the name (taken by the operator's own create) and the owner's uid (set by
+    the operator, checked on a 409) say the operator made it.
+    """
+    meta = child.get("metadata") or {}
+    if name is None or meta.get("name") != name:
+        return False
+    uid = benchmark["metadata"].get("uid")
+    return any(
+        ref.get("controller") and ref.get("uid") == uid for ref in meta.get("ownerReferences") or []
+    )
 
 
 def child_labels(benchmark: str, run: int) -> dict[str, str]:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from llmbench.api.job import RunContext, run_name
 from llmbench.api.status import BenchmarkStatus, Condition, RunDigest, dump
 from llmbench.operator import baseline as baselines
-from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, owner_of
+from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, owner_of, owns
 from llmbench.operator.kube import PRUNED_KINDS, NotFound
 from llmbench.operator.lease import release_lease
 from llmbench.operator.reconcile import reconcile
@@ -191,12 +191,14 @@ async def finish_run(
     reason: str | None = None,
 ) -> None:
     """Ends run ``run`` from its finished Job. Idempotent: a second call changes nothing.
-    ``reason``: why the run failed when the Job cannot say (see :func:`run_outcome`)."""
+    ``reason``: why the run failed when the Job cannot say (see :func:`run_outcome`); ``job``
+    empty when the operator ends the run itself, else it must be the run's own Job
+    (:func:`~llmbench.operator.build.owns`: a Job merely labelled for the run is ignored)."""
     async with op.locked(namespace, name) as body:
         if body is None:
             return
         status = status_of(body)
-        if not unfinished(status, run):
+        if not unfinished(status, run) or (job and not owns(body, job, status.job)):
             return
         at = op.clock.now()
         digest: RunDigest | None = None
