@@ -39,6 +39,7 @@ __all__ = [
     "artifacts_location",
     "INDEX_ANNOTATION",
     "REPLICAS_ANNOTATION",
+    "LABEL_ACTIVE",
     "LABEL_BENCHMARK",
     "LABEL_MANAGED_BY",
     "LABEL_RUN",
@@ -66,6 +67,10 @@ MANAGED_BY = "llmbench-operator"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_BENCHMARK = "llmbench.io/benchmark"
 LABEL_RUN = "llmbench.io/run"
+#: On a results ConfigMap while its run is in progress; the operator removes it when the run
+#: ends. The operator's ConfigMap watch selects it server-side, so a restarted operator lists
+#: only the runs in progress, not every run's results kept by spec.historyLimit.
+LABEL_ACTIVE = "llmbench.io/active"
 RUNNER_CONTAINER = "runner"
 #: The runner image's non-root user (distroless "nonroot").
 RUNNER_UID = 65532
@@ -163,12 +168,9 @@ def results_configmap(
     }
     if stack is not None:
         data[STACK_KEY] = json.dumps(dump(stack))
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(benchmark, run),
-        "data": data,
-    }
+    meta = _meta(benchmark, run)
+    meta["labels"][LABEL_ACTIVE] = "true"
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
 def runner_service_account(benchmark: Mapping[str, Any], run: int) -> dict[str, Any]:

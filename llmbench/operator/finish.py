@@ -18,7 +18,7 @@ from typing import Any, Literal
 from llmbench.api.job import RunContext, run_name
 from llmbench.api.status import BenchmarkStatus, Condition, RunDigest, dump
 from llmbench.operator import baseline as baselines
-from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, owner_of, owns
+from llmbench.operator.build import LABEL_ACTIVE, LABEL_BENCHMARK, LABEL_RUN, owner_of, owns
 from llmbench.operator.kube import PRUNED_KINDS, NotFound
 from llmbench.operator.lease import release_lease
 from llmbench.operator.reconcile import reconcile
@@ -217,6 +217,8 @@ async def finish_run(
         final = final_status(name, run, status, body.get("spec") or {}, outcome, job, digest,
                              csv, context, at, reason, oom)
         await write_status(op, body, final.patch, at)
+    if cm is not None:  # no longer watched: the operator's memory does not grow with history
+        await op.kube.drop_label(namespace, run_name(name, run), LABEL_ACTIVE)
     for old_run in final.dropped:  # spec.historyLimit: the oldest runs' objects go
         for kind in PRUNED_KINDS:
             await op.kube.delete(kind, namespace, run_name(name, old_run))

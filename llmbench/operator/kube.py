@@ -283,6 +283,15 @@ class Kube:
         """A results ConfigMap (the runner's digest and summary CSV)."""
         return _dict(self.api, await _call(self.core.read_namespaced_config_map, name, namespace))
 
+    @uses("", "configmaps", "patch")
+    async def drop_label(self, namespace: str, name: str, label: str) -> None:
+        """Removes a label from a ConfigMap (gone already is fine)."""
+        try:
+            await _call(self.core.patch_namespaced_config_map, name, namespace,
+                        {"metadata": {"labels": {label: None}}})
+        except NotFound:
+            return
+
     @uses("batch", "jobs", "get")
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         """A runner Job."""

@@ -125,6 +125,16 @@ def test_names_sharing_their_first_57_characters_get_distinct_children(
         assert owner_uid(job) == k8s.get("llmb", name, namespace)["metadata"]["uid"]
         jobs.append(st)
     assert len(set(jobs)) == 2, jobs
+    # a run in progress has its ConfigMap watched; an ended one's is not (item 4)
+    cm = k8s.get("configmap", jobs[0], namespace)
+    assert cm is not None and cm["metadata"]["labels"]["llmbench.io/active"] == "true"
+    wait_phase(k8s, namespace, names[0], operator, ("Succeeded", "Failed"), 180)
+    k8s.wait_for(
+        "the ended run's ConfigMap to lose llmbench.io/active",
+        lambda: "llmbench.io/active" not in (k8s.get("configmap", jobs[0], namespace) or {})
+        .get("metadata", {}).get("labels", {"llmbench.io/active": "?"}),
+        30, diag=diag(k8s, namespace, operator),
+    )
 
 
 #: A tenant who may create Jobs (and read them) in the namespace, nothing of llmbench's.

@@ -10,6 +10,7 @@ import pytest
 from llmbench.api import Spec
 from llmbench.api.job import CONTEXT_KEY, ENV_API_KEY, SPEC_KEY, RunContext, run_name
 from llmbench.operator.build import (
+    LABEL_ACTIVE,
     LABEL_BENCHMARK,
     RUNNER_UID,
     Placement,
@@ -87,6 +88,9 @@ def test_names_that_share_a_long_prefix_get_distinct_children() -> None:
 
 def test_the_configmap_carries_the_spec_and_the_context() -> None:
     cm = run_objects(BENCH, 2, spec(), ctx(), WHERE)[0]
+    assert cm["metadata"]["labels"][LABEL_ACTIVE] == "true"  # watched while the run lasts
+    assert all(LABEL_ACTIVE not in o["metadata"]["labels"]
+               for o in run_objects(BENCH, 2, spec(), ctx(), WHERE)[1:])
     assert Spec.from_manifest(json.loads(cm["data"][SPEC_KEY])).to_dict() == spec().to_dict()
     assert RunContext.model_validate_json(cm["data"][CONTEXT_KEY]).url == "http://10.0.0.5:8000"
 
