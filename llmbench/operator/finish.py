@@ -29,12 +29,15 @@ from llmbench.operator.status import (
     Patch,
     condition,
     digest_patch,
+    final_digest,
     history_entry,
     history_limit,
     job_failure_message,
     job_outcome,
+    missing_points,
     oom_killed,
     status_of,
+    termination_digest,
     validity_condition,
     with_history,
 )
@@ -80,10 +83,12 @@ def run_outcome(
     container) is added to a failed Job's reason, since the Job only says "backoff".
     """
     failed_points = [p for p in (digest.points if digest else []) if p.state == "Failed"]
+    missing = missing_points(digest)
     failed = (
         job_state == "Failed"
         or (digest is not None and digest.failed is not None)
         or bool(failed_points)
+        or missing is not None
     )
     conds: list[Condition] = []
     if digest is not None:
@@ -99,7 +104,7 @@ def run_outcome(
             if failed_points
             else job_failure_message(job)
             if job_state == "Failed"
-            else "the runner reported nothing"
+            else missing or "the runner reported nothing"
         )
         if oom and job_state == "Failed" and reason is None:
             why = f"{why}; {oom}"
@@ -211,9 +216,14 @@ async def finish_run(
             pass
         context = context_of(cm)
         oom = None
-        if outcome == "Failed" and reason is None:  # the kernel's word beats "backoff"
-            oom = oom_killed(await op.kube.list_pods(
-                namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}"))
+        if outcome == "Failed" or digest is None or not digest.finished:
+            # the pods' termination messages: the kernel's word beats "backoff", and the
+            # runner's last digest is there when the ConfigMap did not take it
+            pods = await op.kube.list_pods(
+                namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+            digest = final_digest(digest, termination_digest(pods))
+            if outcome == "Failed" and reason is None:
+                oom = oom_killed(pods)
         final = final_status(name, run, status, body.get("spec") or {}, outcome, job, digest,
                              csv, context, at, reason, oom)
         await write_status(op, body, final.patch, at)

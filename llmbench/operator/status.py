@@ -28,7 +28,10 @@ __all__ = [
     "history_entry",
     "history_limit",
     "image_pull_failure",
+    "final_digest",
+    "missing_points",
     "oom_killed",
+    "termination_digest",
     "with_history",
     "job_outcome",
     "current_runner_pods",
@@ -143,6 +146,47 @@ def image_pull_failure(pod: Mapping[str, Any]) -> str | None:
                     "spec.runner.image (or the operator's --runner-image) or make the image "
                     "available to the node")[:900]
     return None
+
+
+def termination_digest(pods: Sequence[Mapping[str, Any]]) -> RunDigest | None:
+    """The runner's digest from its termination message (the kubelet keeps 4 KiB of it), the
+    most advanced of the run's pods; None when no pod left a readable one. The runner writes
+    it when it ends, and when the ConfigMap refuses a write, so it can be newer than the
+    ConfigMap's."""
+    found: list[RunDigest] = []
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            message = ((cs.get("state") or {}).get("terminated") or {}).get("message")
+            if not message:
+                continue
+            try:
+                found.append(RunDigest.model_validate_json(message))
+            except ValueError:  # a crash's log tail (FallbackToLogsOnError), not a digest
+                continue
+    return max(found, key=lambda d: (d.finished, d.done), default=None)
+
+
+def final_digest(stored: RunDigest | None, ended: RunDigest | None) -> RunDigest | None:
+    """The digest a run ends with: the ConfigMap's (``stored``: every point's figures), told
+    by the termination message's (``ended``) what it missed: why the runner failed, or, when
+    the ConfigMap fell behind, the later digest itself."""
+    if ended is None or (stored is not None and stored.finished):
+        return stored
+    if stored is None or ended.done > stored.done and not ended.failed:
+        return ended
+    if ended.failed and not stored.failed:
+        return stored.model_copy(update={"failed": ended.failed, "finished": True})
+    return stored
+
+
+def missing_points(digest: RunDigest | None) -> str | None:
+    """Why a run whose Job succeeded still failed because points are missing, or None: it
+    ended with fewer points than planned and did not stop after the knee (its results did
+    not all reach the ConfigMap, or the runner stopped early)."""
+    if digest is None or digest.done >= digest.total or digest.stopped_after_knee:
+        return None
+    return (f"the run ended with {digest.done} of {digest.total} planned points (and did not "
+            "stop after the knee): the missing points' results are nowhere")
 
 
 def oom_killed(pods: Sequence[Mapping[str, Any]]) -> str | None:
