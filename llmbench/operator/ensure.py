@@ -187,9 +187,10 @@ async def ensure_run(
     ready = ready_condition(resolved, generation)
     taints = [t for n in resolved.nodes for t in (n.get("spec") or {}).get("taints") or []]
     where = Placement(resolved.selector, resolved.namespace, taints)
-    try:
-        await op.kube.create(runner_job(body, run, spec, where, image=op.config.runner_image),
-                             dry_run=True)
+    try:  # once: a queued run was checked before it queued (the real create still is)
+        if status.phase != "Queued":
+            job = runner_job(body, run, spec, where, image=op.config.runner_image)
+            await op.kube.create(job, dry_run=True)
     except Refused as exc:
         await refuse(op, body, exc, generation, at)
         return "created"

@@ -114,8 +114,11 @@ def test_names_sharing_their_first_57_characters_get_distinct_children(
     k8s: Any, namespace: str, operator: Release,  # noqa: F811
 ) -> None:
     names = ["p" * 57 + "-one", "p" * 57 + "-two"]
-    for name in names:
-        k8s.apply(benchmark(name, namespace, NOWHERE, telemetry=OFF))
+    k8s.apply(benchmark(names[0], namespace, NOWHERE, telemetry=OFF))
+    # the second's runner fits no node: its run stays in progress
+    k8s.apply(benchmark(names[1], namespace, NOWHERE, telemetry=OFF,
+                        runner={"requests": {"cpu": "500", "memory": "128Mi"},
+                                "limits": {"cpu": "500", "memory": "128Mi"}}))
     jobs = []
     for name in names:
         st = k8s.wait_for(f"{name}'s Job in status", lambda n=name: status(k8s, namespace, n)
@@ -126,7 +129,7 @@ def test_names_sharing_their_first_57_characters_get_distinct_children(
         jobs.append(st)
     assert len(set(jobs)) == 2, jobs
     # a run in progress has its ConfigMap watched; an ended one's is not (item 4)
-    cm = k8s.get("configmap", jobs[0], namespace)
+    cm = k8s.get("configmap", jobs[1], namespace)
     assert cm is not None and cm["metadata"]["labels"]["llmbench.io/active"] == "true"
     wait_phase(k8s, namespace, names[0], operator, ("Succeeded", "Failed"), 180)
     k8s.wait_for(
