@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from .spec import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, Spec
+from .spec import GROUP, KIND, NAME_RULE, PLURAL, SHORT_NAMES, SINGULAR, VERSION, Spec
 from .status import BenchmarkStatus
 
 __all__ = [
@@ -69,6 +69,7 @@ _KEPT = frozenset(
         "maxLength",
         "minItems",
         "maxItems",
+        "maxProperties",
         "pattern",
         "required",
         "x-kubernetes-validations",
@@ -120,8 +121,8 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> tuple[dict[str, Any]
         if key == "additionalProperties":
             if value is True or value == {}:
                 out["x-kubernetes-preserve-unknown-fields"] = True
-            elif value is not False:
-                raise SchemaError(f"typed additionalProperties are not supported: {value}")
+            elif value is not False:  # a map with typed values (podSelector.matchLabels)
+                out[key], _ = _convert(value, defs)
             continue
         if key in ("exclusiveMinimum", "exclusiveMaximum"):
             bound = "minimum" if key == "exclusiveMinimum" else "maximum"
@@ -279,6 +280,7 @@ def crd() -> dict[str, Any]:
                                 "status": status_schema(),
                             },
                             "required": ["spec"],
+                            "x-kubernetes-validations": [NAME_RULE.validation()],
                         }
                     },
                 }

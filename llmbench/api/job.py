@@ -35,6 +35,7 @@ else, so its pod learns the spec from the same object it writes to.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from pydantic import Field
@@ -48,6 +49,7 @@ __all__ = [
     "ENV_API_KEY",
     "ENV_NODE_NAME",
     "ENV_SHARD_INDEX",
+    "NAME_HASH_CHARS",
     "POINT_PREFIX",
     "SHARD_PREFIX",
     "SPEC_KEY",
@@ -85,15 +87,33 @@ _KEY_CHARS = re.compile(r"[^-._a-zA-Z0-9]")
 _SHARD_CHARS = re.compile(r"[^-_a-zA-Z0-9]")
 
 
+#: Hex digits of the benchmark name's SHA-256 a shortened child name carries.
+NAME_HASH_CHARS = 8
+
+
 def run_name(benchmark: str, run: int) -> str:
     """``<benchmark>-run-<n>``: the Job, ConfigMap, ServiceAccount, Role and RoleBinding name.
 
-    Deterministic, so ``409 AlreadyExists`` means "created before" and an operator restarted
-    mid-run never starts a second Job. Kept within 63 characters (the Job name becomes a pod
-    label value).
+    Deterministic, so ``409 AlreadyExists`` means "created before" (by this benchmark: the
+    operator compares the owner's uid) and an operator restarted mid-run never starts a
+    second Job. Kept within 63 characters (the Job name becomes a pod label value): a name too
+    long for that is cut and carries the first :data:`NAME_HASH_CHARS` hex digits of its
+    SHA-256 (``<prefix>-<hash>-run-<n>``), so two benchmarks whose names share their first 57
+    characters still get distinct children.
+
+    Why a hash of the name alone (not the namespace, not the uid): children live in their
+    benchmark's namespace, where the name is unique; and the name must stay derivable from
+    the benchmark's name and run number, which is all ``llmbench results`` and a user's
+    ``kubectl get job`` know. A recreated benchmark meeting its predecessor's not yet
+    collected children, or a name forged to match a hashed one, is caught by the owner uid
+    check instead (never adopted).
     """
     suffix = f"-run-{run}"
-    return benchmark[: 63 - len(suffix)].rstrip("-.") + suffix
+    if len(benchmark) + len(suffix) <= 63:
+        return benchmark + suffix
+    digest = hashlib.sha256(benchmark.encode()).hexdigest()[:NAME_HASH_CHARS]
+    keep = 63 - len(suffix) - len(digest) - 1
+    return f"{benchmark[:keep].rstrip('-.')}-{digest}{suffix}"
 
 
 def results_configmap_name(benchmark: str, run: int) -> str:

@@ -39,6 +39,7 @@ __all__ = [
     "artifacts_location",
     "INDEX_ANNOTATION",
     "REPLICAS_ANNOTATION",
+    "LABEL_ACTIVE",
     "LABEL_BENCHMARK",
     "LABEL_MANAGED_BY",
     "LABEL_RUN",
@@ -50,6 +51,7 @@ __all__ = [
     "child_labels",
     "lease_name",
     "owner_reference",
+    "owns",
     "results_configmap",
     "run_objects",
     "runner_job",
@@ -65,6 +67,10 @@ MANAGED_BY = "llmbench-operator"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_BENCHMARK = "llmbench.io/benchmark"
 LABEL_RUN = "llmbench.io/run"
+#: On a results ConfigMap while its run is in progress; the operator removes it when the run
+#: ends. The operator's ConfigMap watch selects it server-side, so a restarted operator lists
+#: only the runs in progress, not every run's results kept by spec.historyLimit.
+LABEL_ACTIVE = "llmbench.io/active"
 RUNNER_CONTAINER = "runner"
 #: The runner image's non-root user (distroless "nonroot").
 RUNNER_UID = 65532
@@ -93,6 +99,23 @@ def owner_reference(benchmark: Mapping[str, Any]) -> dict[str, Any]:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def owns(benchmark: Mapping[str, Any], child: Mapping[str, Any], name: str | None) -> bool:
+    """Whether ``child`` is the benchmark's own object named ``name`` (its ``status.job`` or
+    ``status.resultsConfigMap``): its controlling owner has the benchmark's uid.
+
+    Why not the labels: anyone who may create a Job in the namespace can label one for any
+    benchmark; only the name (taken by the operator's own create) and the owner's uid (set by
+    the operator, checked on a 409) say the operator made it.
+    """
+    meta = child.get("metadata") or {}
+    if name is None or meta.get("name") != name:
+        return False
+    uid = benchmark["metadata"].get("uid")
+    return any(
+        ref.get("controller") and ref.get("uid") == uid for ref in meta.get("ownerReferences") or []
+    )
 
 
 def child_labels(benchmark: str, run: int) -> dict[str, str]:
@@ -145,12 +168,9 @@ def results_configmap(
     }
     if stack is not None:
         data[STACK_KEY] = json.dumps(dump(stack))
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(benchmark, run),
-        "data": data,
-    }
+    meta = _meta(benchmark, run)
+    meta["labels"][LABEL_ACTIVE] = "true"
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
 def runner_service_account(benchmark: Mapping[str, Any], run: int) -> dict[str, Any]:

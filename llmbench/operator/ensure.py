@@ -1,10 +1,17 @@
-"""Making sure run N exists: the spec checked, the target resolved, the endpoint's Lease
-taken, telemetry and the baseline found, then the run's objects created.
+"""Making sure run N exists: the spec checked, the target resolved, the runner Job checked by
+the API server (a server-side dry run), the endpoint's Lease taken, telemetry and the baseline
+found, then the run's objects created.
 
-Creating what exists answers 409 and counts as done (:meth:`Kube.create`), so this runs
-again safely after a restart at any moment. Each way it can end is a status patch built by a
-pure function here: refused spec (``Failed``), target not ready (``Pending``), endpoint busy
-(``Queued``), objects created (``Running``).
+Creating what exists answers 409 and counts as done when the benchmark owns it
+(:meth:`Kube.create`), so this runs again safely after a restart at any moment. Each way it can
+end is a status patch built by a pure function here: refused spec (``Failed``), target not
+ready (``Pending``), endpoint busy (``Queued``), objects created (``Running``), or an object
+the API server refuses (``Failed``, the Lease released: the same request would be refused
+again, so nothing retries it until the spec changes).
+
+Why the dry run comes before the Lease: a Job the API server will not take (a quota, an
+admission policy, a field it refuses) must not hold the endpoint, even for a moment, while
+other benchmarks queue behind it.
 """
 
 from __future__ import annotations
@@ -18,9 +25,15 @@ from llmbench.api.job import BaselineContext, RunContext, run_name
 from llmbench.api.status import BenchmarkStatus, Condition, StackStatus, dump
 from llmbench.operator import baseline as baselines
 from llmbench.operator.admission import refusal
-from llmbench.operator.build import Placement, artifacts_location, run_objects, run_problem
-from llmbench.operator.kube import NotFound
-from llmbench.operator.lease import acquire_lease
+from llmbench.operator.build import (
+    Placement,
+    artifacts_location,
+    run_objects,
+    run_problem,
+    runner_job,
+)
+from llmbench.operator.kube import NotFound, Refused
+from llmbench.operator.lease import acquire_lease, release_lease
 from llmbench.operator.placement import stack_snapshot
 from llmbench.operator.schedule import measured_hash, rfc3339
 from llmbench.operator.state import Operator
@@ -39,6 +52,7 @@ __all__ = [
     "ensure_run",
     "invalid_spec_patch",
     "queued_patch",
+    "refused_patch",
     "resolve_baseline",
     "run_context",
     "run_spec",
@@ -70,6 +84,21 @@ def invalid_spec_patch(error: SpecError, generation: int, at: datetime) -> Patch
         [
             condition("Accepted", False, "InvalidSpec", str(error), generation),
             condition("Succeeded", False, "InvalidSpec", str(error), generation),
+        ],
+    )
+
+
+def refused_patch(error: Refused, generation: int, at: datetime) -> Patch:
+    """The API server refused one of the run's objects for good: the run ends ``Failed``
+    with ``Accepted=False`` and the server's words (no retry: the same request would be
+    refused again; a new spec starts a new run)."""
+    msg = f"the API server refused the run's objects ({error.code}): {error.message}"
+    return Patch(
+        {"phase": "Failed", "message": msg, "lastRunTime": rfc3339(at), "job": None},
+        [
+            condition("Accepted", False, "Refused", msg, generation),
+            condition("Succeeded", False, "Refused", msg, generation),
+            condition("Running", False, "Refused", msg, generation),
         ],
     )
 
@@ -160,6 +189,15 @@ async def ensure_run(
         await write_status(op, body, waiting_patch(exc, accepted, generation), at)
         return "target"
     ready = ready_condition(resolved, generation)
+    taints = [t for n in resolved.nodes for t in (n.get("spec") or {}).get("taints") or []]
+    where = Placement(resolved.selector, resolved.namespace, taints)
+    try:  # once: a queued run was checked before it queued (the real create still is)
+        if status.phase != "Queued":
+            job = runner_job(body, run, spec, where, image=op.config.runner_image)
+            await op.kube.create(job, dry_run=True)
+    except Refused as exc:
+        await refuse(op, body, exc, generation, at)
+        return "created"
     holder = await acquire_lease(op, body, resolved.url, at)
     if holder is not None:
         queued = queued_patch(holder, resolved.url, accepted, ready, generation)
@@ -173,18 +211,30 @@ async def ensure_run(
     judged_by, no_baseline = await resolve_baseline(op, body, spec, run)
     context = run_context(body, run, spec, resolved, urls, judged_by, no_baseline)
     stack = stack_snapshot(resolved.pods, resolved.nodes, urls)
-    taints = [t for n in resolved.nodes for t in (n.get("spec") or {}).get("taints") or []]
-    where = Placement(resolved.selector, resolved.namespace, taints)
     created = []
-    for obj in run_objects(body, run, spec, context, where, image=op.config.runner_image,
-                           stack=stack):
-        if await op.kube.create(obj):
-            created.append(obj["kind"])
+    try:
+        for obj in run_objects(body, run, spec, context, where, image=op.config.runner_image,
+                               stack=stack):
+            if await op.kube.create(obj):
+                created.append(obj["kind"])
+    except Refused as exc:
+        await release_lease(op, body, resolved.url)
+        await refuse(op, body, exc, generation, at)
+        return "created"
     patch = running_patch(name, run, spec, status, stack, [accepted, ready, telemetry], at)
     await write_status(op, body, patch, at)
     if "Job" in created:
         post_event(body, "JobCreated", f"runner Job {run_name(name, run)} created for run {run}")
     return "created"
+
+
+async def refuse(
+    op: Operator, body: Mapping[str, Any], error: Refused, generation: int, at: datetime
+) -> None:
+    """Ends the run as the API server's refusal says (:func:`refused_patch`), with an Event."""
+    patch = refused_patch(error, generation, at)
+    await write_status(op, body, patch, at)
+    post_event(body, "Refused", patch.fields["message"], warning=True)
 
 
 async def resolve_baseline(

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from llmbench.api.job import RunContext, run_name
 from llmbench.api.status import BenchmarkStatus, Condition, RunDigest, dump
 from llmbench.operator import baseline as baselines
-from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, owner_of
+from llmbench.operator.build import LABEL_ACTIVE, LABEL_BENCHMARK, LABEL_RUN, owner_of, owns
 from llmbench.operator.kube import PRUNED_KINDS, NotFound
 from llmbench.operator.lease import release_lease
 from llmbench.operator.reconcile import reconcile
@@ -29,12 +29,15 @@ from llmbench.operator.status import (
     Patch,
     condition,
     digest_patch,
+    final_digest,
     history_entry,
     history_limit,
     job_failure_message,
     job_outcome,
+    missing_points,
     oom_killed,
     status_of,
+    termination_digest,
     validity_condition,
     with_history,
 )
@@ -80,10 +83,12 @@ def run_outcome(
     container) is added to a failed Job's reason, since the Job only says "backoff".
     """
     failed_points = [p for p in (digest.points if digest else []) if p.state == "Failed"]
+    missing = missing_points(digest)
     failed = (
         job_state == "Failed"
         or (digest is not None and digest.failed is not None)
         or bool(failed_points)
+        or missing is not None
     )
     conds: list[Condition] = []
     if digest is not None:
@@ -99,7 +104,7 @@ def run_outcome(
             if failed_points
             else job_failure_message(job)
             if job_state == "Failed"
-            else "the runner reported nothing"
+            else missing or "the runner reported nothing"
         )
         if oom and job_state == "Failed" and reason is None:
             why = f"{why}; {oom}"
@@ -191,12 +196,14 @@ async def finish_run(
     reason: str | None = None,
 ) -> None:
     """Ends run ``run`` from its finished Job. Idempotent: a second call changes nothing.
-    ``reason``: why the run failed when the Job cannot say (see :func:`run_outcome`)."""
+    ``reason``: why the run failed when the Job cannot say (see :func:`run_outcome`); ``job``
+    empty when the operator ends the run itself, else it must be the run's own Job
+    (:func:`~llmbench.operator.build.owns`: a Job merely labelled for the run is ignored)."""
     async with op.locked(namespace, name) as body:
         if body is None:
             return
         status = status_of(body)
-        if not unfinished(status, run):
+        if not unfinished(status, run) or (job and not owns(body, job, status.job)):
             return
         at = op.clock.now()
         digest: RunDigest | None = None
@@ -209,12 +216,19 @@ async def finish_run(
             pass
         context = context_of(cm)
         oom = None
-        if outcome == "Failed" and reason is None:  # the kernel's word beats "backoff"
-            oom = oom_killed(await op.kube.list_pods(
-                namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}"))
+        if outcome == "Failed" or digest is None or not digest.finished:
+            # the pods' termination messages: the kernel's word beats "backoff", and the
+            # runner's last digest is there when the ConfigMap did not take it
+            pods = await op.kube.list_pods(
+                namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+            digest = final_digest(digest, termination_digest(pods))
+            if outcome == "Failed" and reason is None:
+                oom = oom_killed(pods)
         final = final_status(name, run, status, body.get("spec") or {}, outcome, job, digest,
                              csv, context, at, reason, oom)
         await write_status(op, body, final.patch, at)
+    if cm is not None:  # no longer watched: the operator's memory does not grow with history
+        await op.kube.drop_label(namespace, run_name(name, run), LABEL_ACTIVE)
     for old_run in final.dropped:  # spec.historyLimit: the oldest runs' objects go
         for kind in PRUNED_KINDS:
             await op.kube.delete(kind, namespace, run_name(name, old_run))

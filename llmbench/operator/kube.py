@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import random
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
@@ -20,7 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from llmbench.api import GROUP, PLURAL, VERSION
 
-__all__ = ["PERMISSIONS", "PRUNED_KINDS", "Kube", "NotFound", "uses"]
+__all__ = ["PERMISSIONS", "PRUNED_KINDS", "Kube", "NotFound", "Refused", "uses"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -58,6 +59,41 @@ def uses(group: str, resource: str, verb: str) -> Callable[[Callable[P, T]], Cal
 
 class NotFound(Exception):
     """The object does not exist (404)."""
+
+
+class Refused(Exception):
+    """The API server refused to create an object for good: 400, 403 or 422 (a quota, an
+    admission policy, a field it will not take), or 409 with an object of that name that this
+    benchmark does not own. The same request cannot succeed: the run ends and says why
+    (``message``: the API server's own words)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+#: Answers to a create that no retry can turn into a success.
+REFUSALS = (400, 403, 422)
+
+
+def server_message(exc: ApiException) -> str:
+    """The ``message`` of the API server's ``Status`` body (its reason phrase without one)."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return f"{exc.status} {exc.reason}"
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controlling owner (None without one)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -99,10 +135,12 @@ _CREATE: dict[str, tuple[str, str]] = {
 }
 for _group, _resource in _CREATE.values():
     PERMISSIONS.setdefault((_group, _resource), set()).add("create")
-#: A pruned run's objects (spec.historyLimit); the Lease is released by the same verb.
+#: A pruned run's objects (spec.historyLimit); the Lease is released by the same verb. These
+#: are also the objects with the benchmark as controlling owner: an existing one (409) is read
+#: to compare its owner's uid.
 PRUNED_KINDS = ("ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Job")
 for _kind in PRUNED_KINDS:
-    PERMISSIONS.setdefault(_CREATE[_kind], set()).add("delete")
+    PERMISSIONS.setdefault(_CREATE[_kind], set()).update({"delete", "get"})
 
 
 class Kube:
@@ -175,8 +213,14 @@ class Kube:
 
     # -- children -----------------------------------------------------------------------
 
-    async def create(self, obj: Mapping[str, Any]) -> bool:
-        """Creates an object; False when it exists already (409: made by an earlier attempt)."""
+    async def create(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> bool:
+        """Creates an object (``dry_run``: the API server checks it, admission included, and
+        stores nothing); False when it exists already (409: made by an earlier attempt).
+
+        Raises :class:`Refused` on 400/403/422, and on 409 when ``obj`` names a controlling
+        owner and the existing object's is another (a benchmark never adopts what it did not
+        create: a Job forged under its run's name is not its run).
+        """
         kind, ns = obj["kind"], obj["metadata"]["namespace"]
         body = dict(obj)
         methods: dict[str, Callable[..., Any]] = {
@@ -188,13 +232,41 @@ class Kube:
             "Lease": self.coord.create_namespaced_lease,
         }
         method = methods[kind]
+        extra = {"dry_run": "All"} if dry_run else {}
         try:
-            await _call(method, ns, body)
+            await _call(method, ns, body, **extra)
         except ApiException as exc:
-            if exc.status == 409:
+            if exc.status in REFUSALS:
+                raise Refused(exc.status, server_message(exc)) from None
+            if exc.status != 409:
+                raise
+        else:
+            return True
+        owner = controller_uid(obj)
+        if owner is not None:
+            name = obj["metadata"]["name"]
+            try:
+                existing = await self.read(kind, ns, name)
+            except NotFound:  # deleted in between: the next attempt creates it
                 return False
-            raise
-        return True
+            if controller_uid(existing) != owner:
+                raise Refused(409, (
+                    f"{kind} {ns}/{name} exists and is not owned by this benchmark (its "
+                    f"controlling owner's uid is {controller_uid(existing)}, not {owner}): "
+                    "delete it, or give the benchmark another name"
+                ))
+        return False
+
+    async def read(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        """One of a run's objects (``PRUNED_KINDS``), to compare its owner."""
+        methods: dict[str, Callable[..., Any]] = {
+            "ConfigMap": self.core.read_namespaced_config_map,
+            "ServiceAccount": self.core.read_namespaced_service_account,
+            "Role": self.rbac.read_namespaced_role,
+            "RoleBinding": self.rbac.read_namespaced_role_binding,
+            "Job": self.batch.read_namespaced_job,
+        }
+        return _dict(self.api, await _call(methods[kind], name, namespace))
 
     async def delete(self, kind: str, namespace: str, name: str) -> None:
         """Deletes a pruned run's object (gone already is fine); a Job takes its pods along."""
@@ -215,6 +287,15 @@ class Kube:
     async def get_configmap(self, namespace: str, name: str) -> dict[str, Any]:
         """A results ConfigMap (the runner's digest and summary CSV)."""
         return _dict(self.api, await _call(self.core.read_namespaced_config_map, name, namespace))
+
+    @uses("", "configmaps", "patch")
+    async def drop_label(self, namespace: str, name: str, label: str) -> None:
+        """Removes a label from a ConfigMap (gone already is fine)."""
+        try:
+            await _call(self.core.patch_namespaced_config_map, name, namespace,
+                        {"metadata": {"labels": {label: None}}})
+        except NotFound:
+            return
 
     @uses("batch", "jobs", "get")
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:

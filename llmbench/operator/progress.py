@@ -13,7 +13,13 @@ from typing import Any
 
 from llmbench.api.job import run_name
 from llmbench.api.status import BenchmarkStatus, RunDigest, StackStatus, dump
-from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN, REPLICAS_ANNOTATION, owner_of
+from llmbench.operator.build import (
+    LABEL_BENCHMARK,
+    LABEL_RUN,
+    REPLICAS_ANNOTATION,
+    owner_of,
+    owns,
+)
 from llmbench.operator.finish import finish_run
 from llmbench.operator.results import read_digest
 from llmbench.operator.state import Operator
@@ -91,14 +97,16 @@ def runner_patch(
 
 
 async def apply_digest(
-    op: Operator, namespace: str, name: str, run: int, digest: RunDigest, csv: str | None
+    op: Operator, namespace: str, name: str, run: int, digest: RunDigest, csv: str | None,
+    cm: Mapping[str, Any],
 ) -> None:
-    """Mirrors run ``run``'s digest into status if that run is still the one running."""
+    """Mirrors run ``run``'s digest into status if that run is still the one running and
+    ``cm`` is its own results ConfigMap (not one merely labelled for it)."""
     async with op.locked(namespace, name) as body:
         if body is None:
             return
         status = status_of(body)
-        if not running(status, run):
+        if not running(status, run) or not owns(body, cm, status.results_config_map):
             return
         await write_status(op, body, digest_status(status, digest, csv), op.clock.now())
 
@@ -110,7 +118,7 @@ async def results_event(op: Operator, body: Mapping[str, Any], type: str) -> Non
         return
     digest, csv = read_digest(body)
     if digest is not None:
-        await apply_digest(op, owner[0], owner[1], owner[2], digest, csv)
+        await apply_digest(op, owner[0], owner[1], owner[2], digest, csv, body)
 
 
 async def runner_pod_event(op: Operator, body: Mapping[str, Any], type: str) -> None:  # noqa: A002

@@ -9,7 +9,16 @@ import logging
 
 import kopf
 
-__all__ = ["configure"]
+from llmbench.operator.build import LABEL_ACTIVE, LABEL_MANAGED_BY, MANAGED_BY
+
+__all__ = ["CHUNK_SIZE", "WORKER_LIMIT", "configure"]
+
+#: Objects per page of a watch's initial list: a restart with thousands of benchmarks (or
+#: runner pods) reads them a page at a time instead of holding one huge response.
+CHUNK_SIZE = 100
+#: Handlers running at once: a burst of events (a restart, 100 benchmarks created together)
+#: queues instead of opening a thread and an API request per object at once.
+WORKER_LIMIT = 20
 
 
 def configure(settings: kopf.OperatorSettings) -> None:
@@ -21,6 +30,13 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.connect_timeout = 10
     settings.networking.request_timeout = 30
     settings.networking.connect_timeout = 10
+    settings.watching.chunk_size = CHUNK_SIZE
+    settings.queueing.worker_limit = WORKER_LIMIT
+    # Only results ConfigMaps of runs in progress are watched (server-side), not the up to
+    # spec.historyLimit finished ones each benchmark keeps.
+    settings.watching.label_selectors["", "v1", "configmaps"] = (
+        f"{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_ACTIVE}=true"
+    )
     settings.scanning.disabled = True
     settings.peering.standalone = True
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="llmbench.io")

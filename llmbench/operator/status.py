@@ -28,7 +28,10 @@ __all__ = [
     "history_entry",
     "history_limit",
     "image_pull_failure",
+    "final_digest",
+    "missing_points",
     "oom_killed",
+    "termination_digest",
     "with_history",
     "job_outcome",
     "current_runner_pods",
@@ -39,7 +42,10 @@ __all__ = [
     "status_of",
 ]
 
-#: Status above this stays in the results ConfigMap; status says where (``resultsConfigMap``).
+#: The most a benchmark's whole status may hold (JSON bytes), history and conditions included;
+#: what does not fit stays in the results ConfigMaps and status says where. Far below etcd's
+#: 1.5 MiB object limit, so a spec of up to its own bounds always fits beside it, and small
+#: enough that listing 1000 benchmarks stays cheap for the operator and for ``kubectl``.
 MAX_STATUS_BYTES = 64 * 1024
 
 
@@ -140,6 +146,47 @@ def image_pull_failure(pod: Mapping[str, Any]) -> str | None:
                     "spec.runner.image (or the operator's --runner-image) or make the image "
                     "available to the node")[:900]
     return None
+
+
+def termination_digest(pods: Sequence[Mapping[str, Any]]) -> RunDigest | None:
+    """The runner's digest from its termination message (the kubelet keeps 4 KiB of it), the
+    most advanced of the run's pods; None when no pod left a readable one. The runner writes
+    it when it ends, and when the ConfigMap refuses a write, so it can be newer than the
+    ConfigMap's."""
+    found: list[RunDigest] = []
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            message = ((cs.get("state") or {}).get("terminated") or {}).get("message")
+            if not message:
+                continue
+            try:
+                found.append(RunDigest.model_validate_json(message))
+            except ValueError:  # a crash's log tail (FallbackToLogsOnError), not a digest
+                continue
+    return max(found, key=lambda d: (d.finished, d.done), default=None)
+
+
+def final_digest(stored: RunDigest | None, ended: RunDigest | None) -> RunDigest | None:
+    """The digest a run ends with: the ConfigMap's (``stored``: every point's figures), told
+    by the termination message's (``ended``) what it missed: why the runner failed, or, when
+    the ConfigMap fell behind, the later digest itself."""
+    if ended is None or (stored is not None and stored.finished):
+        return stored
+    if stored is None or ended.done > stored.done and not ended.failed:
+        return ended
+    if ended.failed and not stored.failed:
+        return stored.model_copy(update={"failed": ended.failed, "finished": True})
+    return stored
+
+
+def missing_points(digest: RunDigest | None) -> str | None:
+    """Why a run whose Job succeeded still failed because points are missing, or None: it
+    ended with fewer points than planned and did not stop after the knee (its results did
+    not all reach the ConfigMap, or the runner stopped early)."""
+    if digest is None or digest.done >= digest.total or digest.stopped_after_knee:
+        return None
+    return (f"the run ended with {digest.done} of {digest.total} planned points (and did not "
+            "stop after the knee): the missing points' results are nowhere")
 
 
 def oom_killed(pods: Sequence[Mapping[str, Any]]) -> str | None:
@@ -277,22 +324,50 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def bounded_status(status: dict[str, Any], configmap: str | None) -> dict[str, Any]:
-    """A status patch kept under :data:`MAX_STATUS_BYTES`: the summary CSV, then per-point
-    warnings, then per-shard load (64 runner pods x many points) stay in the results ConfigMap
-    only, and status says where."""
-    if len(json.dumps(status)) <= MAX_STATUS_BYTES:
+def _size(obj: Any) -> int:
+    return len(json.dumps(obj, separators=(",", ":")))
+
+
+def bounded_status(
+    status: dict[str, Any], configmap: str | None, current: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A status patch such that the benchmark's whole status (``current`` with the patch
+    merged in) stays under :data:`MAX_STATUS_BYTES`.
+
+    What goes first, until it fits: the summary CSV, then per-point warnings, then per-shard
+    load (64 runner pods x many points) -- each stays in the results ConfigMap and status
+    says where; then the messages of the oldest history entries, then the oldest entries
+    themselves (their runs' ConfigMaps are kept, and pruned by ``spec.historyLimit`` as
+    before, from the history the operator keeps). A field the patch shrinks is put into the
+    patch (a merge patch replaces it whole); ``status`` itself is not changed.
+    """
+    base = dict(current or {})
+    if _size({**base, **status}) <= MAX_STATUS_BYTES:
         return status
-    status = dict(status)
-    status["summaryCSV"] = f"(too large for status: see ConfigMap {configmap}, key {SUMMARY_KEY})"
-    points = [dict(p) for p in status.get("points") or []]
-    status["points"] = points
+    out = dict(status)
+    merged = {**base, **out}
+    if merged.get("summaryCSV"):
+        out["summaryCSV"] = (
+            f"(too large for status: see ConfigMap {configmap}, key {SUMMARY_KEY})"
+        )
+    points = [dict(p) for p in merged.get("points") or []]
     for key in ("warnings", "shardLoad"):
-        if len(json.dumps(status)) <= MAX_STATUS_BYTES:
+        if _size({**base, **out}) <= MAX_STATUS_BYTES:
             break
         for p in points:
             p.pop(key, None)
-    return status
+        out["points"] = points
+    excess = _size({**base, **out}) - MAX_STATUS_BYTES
+    if excess > 0 and merged.get("history"):
+        history = [dict(h) for h in merged["history"]]
+        for h in history[:-1]:  # the newest keeps its message: it is the run just ended
+            if excess <= 0:
+                break
+            excess -= len(json.dumps(h.pop("message", ""))) + len('"message":,')
+        while excess > 0 and len(history) > 1:
+            excess -= _size(history.pop(0)) + 1
+        out["history"] = history
+    return out
 
 
 def digest_patch(digest: RunDigest, summary_csv: str | None) -> dict[str, Any]:

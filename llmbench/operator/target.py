@@ -108,7 +108,7 @@ async def resolve_target(kube: Kube, spec: Spec, namespace: str) -> Resolved:
     """
     t = spec.target
     target_ns = (t.service.namespace if t.service and t.service.namespace else None) or namespace
-    selector: dict[str, Any] | None = dict(t.pod_selector) if t.pod_selector else None
+    selector: dict[str, Any] | None = t.pod_selector.to_dict() if t.pod_selector else None
     if t.service is not None:
         try:
             svc = await kube.get_service(target_ns, t.service.name)

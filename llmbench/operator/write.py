@@ -32,7 +32,8 @@ async def write_status(op: Operator, body: Mapping[str, Any], patch: Patch, at: 
             conds = set_condition(conds, c, rfc3339(at))
         status["conditions"] = conds
     cm = status.get("resultsConfigMap") or current.results_config_map
-    await op.kube.patch_status(meta["namespace"], meta["name"], bounded_status(status, cm))
+    bounded = bounded_status(status, cm, body.get("status") or {})
+    await op.kube.patch_status(meta["namespace"], meta["name"], bounded)
 
 
 def post_event(body: Mapping[str, Any], reason: str, message: str, warning: bool = False) -> None:

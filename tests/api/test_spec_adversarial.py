@@ -79,7 +79,7 @@ def test_empty_spec_needs_a_target() -> None:
         ({"load": "fast"}, "spec.load: expected a mapping, got str"),
         ({"workload": {"inputTokens": [128]}}, "spec.workload.inputTokens: expected a mapping"),
         ({"workload": {"extraInputs": ["ignore_eos"]}}, "spec.workload.extraInputs: must be a"),
-        ({"target": {**URL, "podSelector": "app=vllm"}}, "spec.target.podSelector: must be a"),
+        ({"target": {**URL, "podSelector": "app=vllm"}}, "spec.target.podSelector: expected a"),
         ({"target": {"service": "vllm"}}, "spec.target.service: expected a mapping, got str"),
         ({"sweep": {"values": {"a": 1}}}, "spec.sweep.values: must be a list of numbers"),
         ({"sweep": [{"range": "1:8"}]}, "spec.sweep: expected a mapping, got list"),

@@ -92,7 +92,8 @@ def test_design_sketch_parses() -> None:
     assert spec.target.base_url(spec.namespace) == "http://vllm.llm.svc:8000"
     assert spec.target.api_key_secret_ref is not None
     assert spec.target.api_key_secret_ref.key == "token"
-    assert spec.target.pod_selector == {"matchLabels": {"app": "vllm"}}
+    assert spec.target.pod_selector is not None
+    assert spec.target.pod_selector.to_dict() == {"matchLabels": {"app": "vllm"}}
     assert spec.sweep is not None and spec.sweep.points()[-1] == 64
     assert spec.points() == [1, 2, 4, 8, 16, 32, 64]
     assert spec.slo.limits() == {"ttft_p99": 500, "itl_p99": 50}
@@ -513,6 +514,25 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
             "sweep": {"type": "output_sequence_length", "values": [8, 16]},
         },
         "spec.sweep.type",
+    ),
+    "podSelector.not-empty": ({"target": {**URL, "podSelector": {}}}, "spec.target.podSelector"),
+    "podSelector.values-for-in-notin": (
+        {"target": {**URL, "podSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}},
+        "spec.target.podSelector.matchExpressions",
+    ),
+    "podSelector.label-keys": (
+        {"target": {**URL, "podSelector": {"matchLabels": {"not a key": "x"}}}},
+        "spec.target.podSelector.matchLabels",
+    ),
+    "runner.quantity-not-zero": (
+        {"runner": {"requests": {"memory": "0Mi"}}}, "spec.runner.requests.memory"
+    ),
+    "runner.cpu-request-within-limit": (
+        {"runner": {"requests": {"cpu": "3"}}}, "spec.runner.requests.cpu"
+    ),
+    "runner.memory-request-within-limit": (
+        {"runner": {"requests": {"memory": "1Gi"}, "limits": {"memory": "512Mi"}}},
+        "spec.runner.requests.memory",
     ),
     "spec.embeddings-no-latency-slo": (
         {"target": {**URL, "endpointType": "embeddings"}, "slo": {"e2eP99Ms": 100}},

@@ -32,6 +32,7 @@ from llmbench.api import (
     SpecError,
     spec_rules,
 )
+from llmbench.api.spec import MAX_NAME, NAME_RULE
 from tests.shipped_examples import EXAMPLES, example_benchmarks
 
 pytestmark = pytest.mark.e2e
@@ -238,7 +239,39 @@ INVALID = [
         "workload.prefix-prompts-synthetic-only",
         {"target": URL, "workload": {"numPrefixPrompts": 2, "inputFile": "/data/p.jsonl"}},
     ),
+    rule_case("podSelector.not-empty", {"target": {**URL, "podSelector": {}}}),
+    rule_case(
+        "podSelector.values-for-in-notin",
+        {"target": {**URL, "podSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}},
+    ),
+    rule_case("runner.quantity-not-zero", {"target": URL, "runner": {"requests": {"memory": "0"}}}),
+    rule_case("runner.cpu-request-within-limit",
+              {"target": URL, "runner": {"requests": {"cpu": "2500m"}}}),
+    rule_case(
+        "runner.memory-request-within-limit",
+        {"target": URL, "runner": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}}},
+    ),
     # the same rules reached another way
+    Invalid(
+        "a podSelector expression with values it does not take",
+        {"target": {**URL, "podSelector": {"matchExpressions": [
+            {"key": "a", "operator": "Exists", "values": ["x"]}]}}},
+        RULES["podSelector.values-for-in-notin"].message,
+        RULES["podSelector.values-for-in-notin"].message,
+    ),
+    Invalid(
+        "a podSelector operator that is not one",
+        {"target": {**URL, "podSelector": {"matchExpressions": [
+            {"key": "a", "operator": "Gt", "values": ["1"]}]}}},
+        "spec.target.podSelector.matchExpressions[0].operator: Unsupported value",
+        "spec.target.podSelector.matchExpressions[0].operator: 'Gt': expected one of",
+    ),
+    Invalid(
+        "a podSelector that is a string",
+        {"target": {**URL, "podSelector": "app=vllm"}},
+        "spec.target.podSelector in body must be of type object",
+        "spec.target.podSelector: expected a mapping",
+    ),
     Invalid(
         "bad cron: values out of range",
         {"target": URL, "schedule": "99 99 99 99 99"},
@@ -363,7 +396,13 @@ def test_invalid_spec_is_refused_by_the_server_and_python(
 def test_python_only_rules_are_the_operators_to_report(crd_ready: Any, bench_ns: str) -> None:
     """What CEL cannot say, the API server admits and Python refuses (documented in the model)."""
     python_only = [r for r in RULES.values() if r.cel is None]
-    assert [r.name for r in python_only] == ["spec.schedule-fires", "spec.time-zone-exists"]
+    assert [r.name for r in python_only] == [
+        "podSelector.label-keys", "spec.schedule-fires", "spec.time-zone-exists"]
+    python_only = python_only[1:]
+    spec = {"target": {**URL, "podSelector": {"matchLabels": {"not a key": "x"}}}}
+    create(crd_ready, bench_ns, body(spec))
+    assert python_issues(spec) == [
+        f"spec.target.podSelector.matchLabels: {RULES['podSelector.label-keys'].message}"]
     for schedule in ("0 0 30 2 *", "0 0 * * FRI-MON"):
         spec = {"target": URL, "schedule": schedule}
         create(crd_ready, bench_ns, body(spec))
@@ -371,6 +410,19 @@ def test_python_only_rules_are_the_operators_to_report(crd_ready: Any, bench_ns:
     spec = {"target": URL, "schedule": "@daily", "timeZone": "Mars/Olympus"}
     create(crd_ready, bench_ns, body(spec))
     assert python_issues(spec) == [f"spec.timeZone: {python_only[1].message}"]
+
+
+def test_a_name_too_long_for_a_label_is_refused_by_both(crd_ready: Any, bench_ns: str) -> None:
+    """metadata.name labels every child (63 characters at most): the CRD's root rule and
+    Python refuse a longer one with the same words; 63 is admitted."""
+    spec = {"target": URL}
+    long = body(spec, "n" * (MAX_NAME + 1))
+    assert NAME_RULE.message in refusal(crd_ready, bench_ns, long)
+    with pytest.raises(SpecError) as err:
+        Spec.from_manifest(long)
+    assert [str(i) for i in err.value.issues] == [f"metadata.name: {NAME_RULE.message}"]
+    create(crd_ready, bench_ns, body(spec, "n" * MAX_NAME))
+    Spec.from_manifest(body(spec, "n" * MAX_NAME))
 
 
 def test_object_read_back_parses_with_the_models_defaults(crd_ready: Any, bench_ns: str) -> None:

@@ -146,30 +146,9 @@ def sim_behind_a_service(k8s: Any, namespace: str, key: str) -> str:
     return f"http://sim.{namespace}.svc:8000"
 
 
-def test_job_cli_sweeps_into_its_configmap(k8s: Any, namespace: str) -> None:
-    """``llmbench job`` as the Job runs it: the built image in a pod with the runner's
-    ServiceAccount token (mounted by the kubelet) and the API key from a Secret; a two-point
-    sweep against ``llmbench sim`` behind a Service ends as results in the ConfigMap."""
-    key = "sk-e2e-runner-key-5a4b3c2d1e"
-    url = sim_behind_a_service(k8s, namespace, key)
-    bench = {"metadata": {"name": "sweep", "namespace": namespace, "uid": str(uuid.uuid4())}}
-    spec = Spec.from_manifest({
-        "target": {"url": url, "apiKeySecretRef": {"name": "api-key", "key": "key"}},
-        "workload": {"inputTokens": {"mean": 16}, "outputTokens": {"mean": 8}},
-        "load": {"requestCount": 6, "warmupRequestCount": 1},
-        "sweep": {"type": "concurrency", "values": [1.0, 2.0]},
-    })
-    ctx = RunContext(benchmark="sweep", namespace=namespace, url=url,
-                     api_key_env=ENV_API_KEY, server_metrics="off")
-    objects = [without_owner(o) for o in (
-        results_configmap(bench, 1, spec, ctx), runner_service_account(bench, 1),
-        runner_role(bench, 1), runner_role_binding(bench, 1),
-    )]
-    name = objects[0]["metadata"]["name"]
-    objects.append({"apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": "api-key", "namespace": namespace},
-                    "stringData": {"key": key}})
-    k8s.apply(objects, namespace)
+def run_runner_pod(k8s: Any, namespace: str, name: str) -> dict[str, Any]:
+    """``llmbench job`` in a pod as the Job runs it (the run's ServiceAccount, the API key
+    from Secret ``api-key``), until it ends; the pod."""
     k8s.apply({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "runner", "namespace": namespace},
@@ -197,6 +176,44 @@ def test_job_cli_sweeps_into_its_configmap(k8s: Any, namespace: str) -> None:
         and p["status"].get("phase") in ("Succeeded", "Failed") and p,
         240, diag=lambda: k8s.describe(namespace),
     )
+    return dict(pod)
+
+
+def sweep_objects(k8s: Any, namespace: str, key: str, **data: str) -> str:
+    """A two-point sweep's results ConfigMap (plus ``data``), its runner identity and the
+    API key Secret, against ``llmbench sim`` behind a Service; the ConfigMap's name."""
+    url = sim_behind_a_service(k8s, namespace, key)
+    bench = {"metadata": {"name": "sweep", "namespace": namespace, "uid": str(uuid.uuid4())}}
+    spec = Spec.from_manifest({
+        "target": {"url": url, "apiKeySecretRef": {"name": "api-key", "key": "key"}},
+        "workload": {"inputTokens": {"mean": 16}, "outputTokens": {"mean": 8}},
+        "load": {"requestCount": 6, "warmupRequestCount": 1},
+        "sweep": {"type": "concurrency", "values": [1.0, 2.0]},
+    })
+    ctx = RunContext(benchmark="sweep", namespace=namespace, url=url,
+                     api_key_env=ENV_API_KEY, server_metrics="off")
+    objects = [without_owner(o) for o in (
+        results_configmap(bench, 1, spec, ctx), runner_service_account(bench, 1),
+        runner_role(bench, 1), runner_role_binding(bench, 1),
+    )]
+    cm = objects.pop(0)
+    cm["data"].update(data)
+    # created, not applied: kubectl apply would copy a large map into an annotation
+    k8s.core.create_namespaced_config_map(namespace, cm)
+    objects.append({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "api-key", "namespace": namespace},
+                    "stringData": {"key": key}})
+    k8s.apply(objects, namespace)
+    return str(cm["metadata"]["name"])
+
+
+def test_job_cli_sweeps_into_its_configmap(k8s: Any, namespace: str) -> None:
+    """``llmbench job`` as the Job runs it: the built image in a pod with the runner's
+    ServiceAccount token (mounted by the kubelet) and the API key from a Secret; a two-point
+    sweep against ``llmbench sim`` behind a Service ends as results in the ConfigMap."""
+    key = "sk-e2e-runner-key-5a4b3c2d1e"
+    name = sweep_objects(k8s, namespace, key)
+    pod = run_runner_pod(k8s, namespace, name)
     logs = k8s.kubectl("logs", "runner", "-n", namespace).stdout
     assert pod["status"]["phase"] == "Succeeded", logs[-3000:]
     data = k8s.get("configmap", name, namespace)["data"]
@@ -211,3 +228,19 @@ def test_job_cli_sweeps_into_its_configmap(k8s: Any, namespace: str) -> None:
         name, namespace, {"spec": {"expirationSeconds": 600}}).status.token
     for text in (*data.values(), logs, term):
         assert key not in text and token not in text
+
+
+def test_results_the_configmap_cannot_hold_end_the_runner_with_exit_1(
+    k8s: Any, namespace: str
+) -> None:
+    """A ConfigMap already near the API server's 1 MiB (padding standing in for many points'
+    results): the first point's write is refused for size, and the runner says so and exits 1
+    instead of measuring on with nowhere to put the results (issue 21)."""
+    name = sweep_objects(k8s, namespace, "sk-e2e-bounds", **{"padding": "x" * 1_040_000})
+    pod = run_runner_pod(k8s, namespace, name)
+    logs = k8s.kubectl("logs", "runner", "-n", namespace).stdout
+    state = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (pod["status"]["phase"], state["exitCode"]) == ("Failed", 1), logs[-3000:]
+    assert "results exceed the ConfigMap (" in logs and "bytes" in logs, logs[-3000:]
+    digest = RunDigest.model_validate_json(state["message"])
+    assert digest.failed is not None and "results exceed the ConfigMap" in digest.failed

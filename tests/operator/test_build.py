@@ -10,12 +10,14 @@ import pytest
 from llmbench.api import Spec
 from llmbench.api.job import CONTEXT_KEY, ENV_API_KEY, SPEC_KEY, RunContext, run_name
 from llmbench.operator.build import (
+    LABEL_ACTIVE,
     LABEL_BENCHMARK,
     RUNNER_UID,
     Placement,
     affinity,
     artifacts_location,
     lease_name,
+    owns,
     run_objects,
     runner_job,
     runner_role,
@@ -72,8 +74,23 @@ def test_run_name_fits_a_label_value() -> None:
     assert len(name) <= 63 and name.endswith("-run-12")
 
 
+def test_names_that_share_a_long_prefix_get_distinct_children() -> None:
+    """Cut to 63 characters, two names sharing their first 57 would name the same Job."""
+    a, b = "p" * 57 + "-one", "p" * 57 + "-two"
+    names = {run_name(a, 1), run_name(b, 1)}
+    assert len(names) == 2 and all(len(n) == 63 and n.endswith("-run-1") for n in names)
+    assert run_name(a, 1) == run_name(a, 1)  # deterministic: 409 still means "made before"
+    # a name that fits is kept as written (what users and kubectl look for)
+    assert run_name("p" * 57, 1) == "p" * 57 + "-run-1"
+    # the suffix grows with the run number; the hash stays
+    assert run_name(a, 1)[:-len("-run-1")][-8:] == run_name(a, 1000)[:-len("-run-1000")][-8:]
+
+
 def test_the_configmap_carries_the_spec_and_the_context() -> None:
     cm = run_objects(BENCH, 2, spec(), ctx(), WHERE)[0]
+    assert cm["metadata"]["labels"][LABEL_ACTIVE] == "true"  # watched while the run lasts
+    assert all(LABEL_ACTIVE not in o["metadata"]["labels"]
+               for o in run_objects(BENCH, 2, spec(), ctx(), WHERE)[1:])
     assert Spec.from_manifest(json.loads(cm["data"][SPEC_KEY])).to_dict() == spec().to_dict()
     assert RunContext.model_validate_json(cm["data"][CONTEXT_KEY]).url == "http://10.0.0.5:8000"
 
@@ -200,3 +217,17 @@ def test_the_lease_is_per_endpoint_and_names_its_holder() -> None:
     assert lease_name("http://10.0.0.5:8000") != lease_name("http://10.0.0.6:8000")
     assert a["spec"]["holderIdentity"] == "llm/sweep"
     assert a["metadata"]["ownerReferences"][0]["controller"] is False
+
+
+def test_only_a_child_named_by_status_and_owned_by_the_benchmark_is_its_own() -> None:
+    job = runner_job(BENCH, 2, spec(), WHERE)
+    assert owns(BENCH, job, "sweep-run-2")
+    assert not owns(BENCH, job, None) and not owns(BENCH, job, "sweep-run-1")
+    forged = {**job, "metadata": {**job["metadata"], "ownerReferences": []}}
+    assert not owns(BENCH, forged, "sweep-run-2")  # labelled for the run, owned by nobody
+    other = {**job["metadata"]["ownerReferences"][0], "uid": "u-other"}
+    assert not owns(BENCH, {"metadata": {**job["metadata"], "ownerReferences": [other]}},
+                    "sweep-run-2")
+    not_controller = {**job["metadata"]["ownerReferences"][0], "controller": False}
+    assert not owns(BENCH, {"metadata": {**job["metadata"], "ownerReferences": [not_controller]}},
+                    "sweep-run-2")

@@ -13,12 +13,14 @@ from llmbench.api.status import BenchmarkStatus, StackStatus
 from llmbench.operator.ensure import (
     invalid_spec_patch,
     queued_patch,
+    refused_patch,
     run_context,
     run_spec,
     running_patch,
     waiting_patch,
 )
-from llmbench.operator.status import condition
+from llmbench.operator.kube import Refused
+from llmbench.operator.status import condition, decide
 from llmbench.operator.target import Resolved, TargetNotReady
 from tests.operator.test_build import BENCH
 
@@ -48,6 +50,23 @@ def test_a_spec_only_python_can_refuse_fails_the_run_for_good() -> None:
         run_spec(long, 1)
     assert str(err.value).startswith("metadata.name: ") and "shorten" in str(err.value)
     assert run_spec(BENCH, 1).target.url == "http://10.0.0.5:8000"
+
+
+def test_an_object_the_api_server_refuses_ends_the_run_until_the_spec_changes() -> None:
+    words = ('jobs.batch "b-run-1" is forbidden: exceeded quota: refuse, requested: '
+             "count/jobs.batch=1")
+    patch = refused_patch(Refused(403, words), 2, AT)
+    assert patch.fields["phase"] == "Failed" and patch.fields["job"] is None
+    assert words in patch.fields["message"] and "(403)" in patch.fields["message"]
+    assert kinds(patch.conditions) == {
+        "Accepted": ("False", "Refused"), "Succeeded": ("False", "Refused"),
+        "Running": ("False", "Refused"),
+    }
+    assert all(words in c.message for c in patch.conditions)
+    # nothing retries it: Failed at the observed generation is done; a new generation runs
+    status = {"run": 1, "phase": "Failed", "observedGeneration": 2}
+    assert decide({"generation": 2}, status).action == "done"
+    assert decide({"generation": 3}, status).action == "start"
 
 
 def test_a_target_not_ready_is_pending_with_the_reason() -> None:

@@ -16,6 +16,7 @@ from llmbench.api.status import (
     RunDigest,
 )
 from llmbench.operator.finish import final_status, run_outcome, unfinished
+from llmbench.operator.status import final_digest, termination_digest
 
 AT = datetime(2026, 12, 1, 2, 41, 30, tzinfo=UTC)
 JOB_DONE: dict[str, Any] = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
@@ -162,3 +163,37 @@ def test_only_the_current_unfinished_run_is_finished() -> None:
     assert not unfinished(status(), 2)  # a late event of an older run
     assert not unfinished(status(phase="Succeeded"), 3)  # finished already: idempotent
     assert not unfinished(status(phase="Failed"), 3)
+
+
+def test_a_run_that_ended_short_of_its_points_failed_unless_it_stopped_after_the_knee() -> None:
+    short = run_outcome(3, "Succeeded", JOB_DONE, digest(done=2, points=[point(1), point(2)]), 5)
+    assert short.failed and "ended with 2 of 3 planned points" in short.message
+    assert kinds(short.conditions)["Succeeded"] == ("False", "RunFailed")
+    knee = run_outcome(3, "Succeeded", JOB_DONE, digest(done=2, stopped_after_knee=True), 5)
+    assert not knee.failed
+
+
+def termination(d: RunDigest) -> dict[str, Any]:
+    """A runner pod that ended with ``d`` as its termination message."""
+    message = d.model_dump_json(by_alias=True, exclude_none=True)
+    return {"status": {"containerStatuses": [{"state": {"terminated": {"message": message}}}]}}
+
+
+def test_the_termination_message_fills_in_what_the_configmap_missed() -> None:
+    stale = digest(done=1, points=[point(1)], finished=False)
+    refused = RunDigest(run=3, finished=True, failed="results exceed the ConfigMap (1048700 "
+                        "bytes; the API server takes at most 1048576)")
+    crash = {"status": {"containerStatuses": [{"state": {"terminated": {
+        "message": "Traceback (most recent call last): ..."}}}]}}
+    ended = termination_digest([crash, termination(refused)])
+    assert ended == refused  # a log tail is not a digest
+    final = final_digest(stale, ended)
+    assert final is not None and final.failed == refused.failed and final.points == stale.points
+    out = run_outcome(3, "Failed", JOB_FAILED, final, 5)
+    assert "results exceed the ConfigMap" in out.message
+    # the ConfigMap fell behind: the later digest is the run's; a finished stored one stays
+    later = digest(done=3, finished=True)
+    assert final_digest(stale, later) == later
+    assert final_digest(digest(), refused) == digest()
+    assert final_digest(None, later) == later and final_digest(stale, None) == stale
+    assert termination_digest([]) is None

@@ -19,6 +19,7 @@ from llmbench.operator.status import (
     condition,
     decide,
     digest_patch,
+    history_entry,
     image_pull_failure,
     job_outcome,
     oom_killed,
@@ -187,3 +188,28 @@ def test_a_64_shard_status_sheds_the_per_shard_load_before_it_is_too_big() -> No
     assert all("shardLoad" not in p and p["ott"] == 1234.5 and p["replicas"] == 64
                for p in out["points"])
     assert "shardLoad" in big["points"][0]  # the caller's patch is not changed
+
+
+def test_the_whole_status_history_included_stays_under_the_bound() -> None:
+    """historyLimit 1000 with long messages: the whole status (what is stored, not just the
+    patch) fits; the newest entries and the run just ended keep their words."""
+    history = [dump(history_entry(
+        run, "Succeeded", None, started="2026-12-01T00:00:00Z", finished="2026-12-01T01:00:00Z",
+        valid=True, config_map=f"b-run-{run}", message=f"run {run} finished " + "m" * 200,
+    )) for run in range(1, 1001)]
+    current = {"run": 1000, "phase": "Running", "history": history[:-1],
+               "summaryCSV": "a,b\n" * 2000}
+    patch = {"phase": "Succeeded", "history": history}
+    out = bounded_status(patch, "b-run-1000", current)
+    whole = {**current, **out}
+    assert len(json.dumps(whole, separators=(",", ":"))) <= MAX_STATUS_BYTES
+    assert out["summaryCSV"].startswith("(too large for status: see ConfigMap b-run-1000")
+    kept = out["history"]
+    assert kept[-1] == history[-1]  # the run that just ended, message and all
+    assert [h["run"] for h in kept] == list(range(1001 - len(kept), 1001))  # oldest go first
+    assert len(kept) > 100
+    assert patch["history"] is history and "message" in history[0]  # the caller's is untouched
+    # a patch that does not touch history still bounds the stored whole
+    small = bounded_status({"message": "x"}, "b-run-1000", {**current, "history": history})
+    assert len(json.dumps({**current, **small}, separators=(",", ":"))) <= MAX_STATUS_BYTES
+    assert "history" in small

@@ -51,6 +51,8 @@ from .root import (
     API_VERSION,
     GROUP,
     KIND,
+    MAX_NAME,
+    NAME_RULE,
     PLACEMENTS,
     PLURAL,
     SHORT_NAMES,
@@ -63,7 +65,14 @@ from .root import (
 from .runner import Artifacts, PvcArtifacts, Runner, RunnerLimits, RunnerRequests, Telemetry
 from .schedule import CRON_MACROS, CRON_PATTERN, cron_expression
 from .sweep import ON_POINT_FAILURE, RANGE_PATTERN, Sweep
-from .target import ENDPOINT_TYPES, SecretKeyRef, ServiceRef, Target
+from .target import (
+    ENDPOINT_TYPES,
+    LabelSelector,
+    LabelSelectorRequirement,
+    SecretKeyRef,
+    ServiceRef,
+    Target,
+)
 from .types import URL_PATTERN
 from .workload import OutputTokens, TokenDistribution, Workload
 
@@ -75,6 +84,8 @@ __all__ = [
     "FIELD_DEFAULT",
     "GROUP",
     "KIND",
+    "MAX_NAME",
+    "NAME_RULE",
     "LOAD_MODES",
     "ON_POINT_FAILURE",
     "PLACEMENTS",
@@ -101,6 +112,8 @@ __all__ = [
     "RunnerRequests",
     "SecretKeyRef",
     "ServiceRef",
+    "LabelSelector",
+    "LabelSelectorRequirement",
     "Sessions",
     "Slo",
     "Spec",

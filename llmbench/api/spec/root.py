@@ -39,6 +39,8 @@ __all__ = [
     "API_VERSION",
     "GROUP",
     "KIND",
+    "MAX_NAME",
+    "NAME_RULE",
     "PLACEMENTS",
     "PLURAL",
     "SHORT_NAMES",
@@ -57,6 +59,19 @@ KIND = "LLMBenchmark"
 PLURAL = "llmbenchmarks"
 SINGULAR = "llmbenchmark"
 SHORT_NAMES = ("llmb",)
+
+#: The longest benchmark name: it is the value of the ``llmbench.io/benchmark`` label on every
+#: object of its runs, and a label value holds at most 63 characters (the objects' own names
+#: are cut and hashed to fit, see :func:`llmbench.api.job.run_name`).
+MAX_NAME = 63
+#: The rule on the whole object (the CRD's root) that keeps the name within :data:`MAX_NAME`.
+NAME_RULE = Rule(
+    name="metadata.name-fits-a-label",
+    message=f"metadata.name may have at most {MAX_NAME} characters (it labels every object of "
+    f"the benchmark's runs, and a label value holds {MAX_NAME}): shorten it",
+    cel=f"size(self.metadata.name) <= {MAX_NAME}",
+    check=lambda name: len(name) <= MAX_NAME,
+)
 
 Placement = Literal["SameNode", "SameZone", "Any"]
 
@@ -316,7 +331,14 @@ class Spec(ApiModel):
             if namespace is None and isinstance(meta, Mapping):
                 ns = meta.get("namespace")
                 namespace = ns if isinstance(ns, str) else None
-        spec = cls._from_mapping(body)
+        meta = doc.get("metadata") if body is not doc else None
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        try:
+            spec = cls._from_mapping(body)
+        except SpecError as err:
+            raise SpecError(err.issues + _name_issues(name)) from None
+        if _name_issues(name):
+            raise SpecError(_name_issues(name))
         spec._namespace = namespace
         return spec
 
@@ -358,6 +380,13 @@ class Spec(ApiModel):
         """
         body = self.model_dump(by_alias=True, exclude_none=True, warnings=False)
         type(self)._from_mapping(body)
+
+
+def _name_issues(name: Any) -> list[SpecIssue]:
+    """:data:`NAME_RULE` broken by a manifest's ``metadata.name`` (none without a name)."""
+    if isinstance(name, str) and not NAME_RULE.check(name):
+        return [SpecIssue("metadata.name", NAME_RULE.message)]
+    return []
 
 
 def _tree(model: type[ApiModel], path: str) -> Iterator[tuple[str, type[ApiModel] | FieldInfo]]:

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import re
+from fractions import Fraction
 from typing import Annotated
 
 from pydantic import Field, Strict
 
 from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
-from .types import URL_PATTERN, Int, PositiveInt, Str
+from .types import URL_PATTERN, Int, PositiveInt, Str, cel_value
 
 __all__ = [
+    "QUANTITY_PATTERN",
     "Artifacts",
     "PvcArtifacts",
     "Runner",
     "RunnerLimits",
     "RunnerRequests",
     "Telemetry",
+    "quantity_value",
 ]
 
 
@@ -45,11 +49,54 @@ class Telemetry(ApiModel):
 
 
 #: A Kubernetes resource quantity as the runner block takes it (``500m``, ``2``, ``1Gi``).
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
+_SUFFIX = {
+    "": Fraction(1), "m": Fraction(1, 1000), "k": Fraction(10**3), "M": Fraction(10**6),
+    "G": Fraction(10**9), "T": Fraction(10**12), "Ki": Fraction(2**10), "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30), "Ti": Fraction(2**40),
+}
+
+
+def quantity_value(quantity: str) -> Fraction:
+    """The exact value of a quantity matching :data:`QUANTITY_PATTERN` (what CEL's
+    ``quantity()`` compares)."""
+    number, suffix = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", quantity).groups()  # type: ignore[union-attr]
+    return Fraction(number) * _SUFFIX[suffix]
+
+
 Quantity = Annotated[
     str,
     Strict(),
-    Field(max_length=32, pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"),
+    Field(max_length=32, pattern=QUANTITY_PATTERN),
+    FieldRules(
+        (
+            Rule(
+                name="runner.quantity-not-zero",
+                message="a runner request or limit must be more than 0 (a pod limited to 0 "
+                "cannot run), e.g. 100m or 128Mi",
+                cel="quantity(self).isGreaterThan(quantity('0'))",
+                check=lambda q: quantity_value(q) > 0,
+            ),
+        )
+    ),
 ]
+
+
+def _request_within_limit(resource: str) -> Rule:
+    """``runner.requests.<resource>`` at most ``runner.limits.<resource>``, defaults included
+    (the API server refuses such a pod; caught here, the run is never started)."""
+    request = RunnerRequests.model_fields[resource].default
+    limit = RunnerLimits.model_fields[resource].default
+    return Rule(
+        name=f"runner.{resource}-request-within-limit",
+        message=f"runner.requests.{resource} is more than runner.limits.{resource} (defaults "
+        f"{request} and {limit}): raise the limit or lower the request",
+        cel=f"quantity({cel_value(f'self.requests.{resource}', request)}).compareTo("
+        f"quantity({cel_value(f'self.limits.{resource}', limit)})) <= 0",
+        check=lambda r: quantity_value(getattr(r.requests, resource))
+        <= quantity_value(getattr(r.limits, resource)),
+        field_path=f".requests.{resource}",
+    )
 
 
 class RunnerRequests(ApiModel):
@@ -68,6 +115,8 @@ class RunnerLimits(ApiModel):
 
 class Runner(ApiModel):
     """The runner Job the operator creates for each run."""
+
+    RULES = (_request_within_limit("cpu"), _request_within_limit("memory"))
 
     image: Annotated[str, Strict(), Field(min_length=1, max_length=512)] | None = Field(
         default=None, description="Runner image; default: the operator's --runner-image."

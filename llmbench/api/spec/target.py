@@ -13,6 +13,8 @@ from .types import URL_PATTERN, Bool, Float, Int, Str
 __all__ = [
     "ENDPOINT_TYPES",
     "EndpointType",
+    "LabelSelector",
+    "LabelSelectorRequirement",
     "SecretKeyRef",
     "ServiceRef",
     "Target",
@@ -56,6 +58,80 @@ EndpointPath = Annotated[
         )
     ),
 ]
+
+
+#: A label key: an optional DNS-subdomain prefix and ``/``, then a name of up to 63 characters.
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+#: A label value (empty, or up to 63 characters starting and ending alphanumeric).
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+LabelKey = Annotated[str, Strict(), Field(min_length=1, max_length=317, pattern=LABEL_KEY_PATTERN)]
+LabelValue = Annotated[str, Strict(), Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]
+
+
+class LabelSelectorRequirement(ApiModel):
+    """One ``matchExpressions`` entry: ``key`` with ``operator`` over ``values``."""
+
+    key: LabelKey = Field(description="The label key.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="In, NotIn, Exists or DoesNotExist."
+    )
+    values: list[LabelValue] | None = Field(
+        default=None, max_length=64, description="The values (In and NotIn only)."
+    )
+
+
+class LabelSelector(ApiModel):
+    """The inference pods, as a Kubernetes label selector (the terms are ANDed)."""
+
+    RULES = (
+        Rule(
+            name="podSelector.not-empty",
+            message="target.podSelector selects every pod of the namespace: give matchLabels "
+            "or matchExpressions, or remove podSelector",
+            cel="(has(self.matchLabels) && size(self.matchLabels) > 0) || "
+            "(has(self.matchExpressions) && size(self.matchExpressions) > 0)",
+            check=lambda s: bool(s.match_labels) or bool(s.match_expressions),
+        ),
+        # on the selector, not the entry: rules are walked through objects, not list items
+        Rule(
+            name="podSelector.values-for-in-notin",
+            message="target.podSelector.matchExpressions: operators In and NotIn need values; "
+            "Exists and DoesNotExist take none",
+            cel="!has(self.matchExpressions) || self.matchExpressions.all(e, "
+            "(e.operator in ['In', 'NotIn']) == (has(e.values) && size(e.values) > 0))",
+            check=lambda s: all(
+                (e.operator in ("In", "NotIn")) == bool(e.values)
+                for e in s.match_expressions or []
+            ),
+            field_path=".matchExpressions",
+        ),
+        Rule(
+            name="podSelector.label-keys",
+            message="target.podSelector.matchLabels: a key is an optional DNS-subdomain "
+            "prefix and '/', then up to 63 letters, digits, '-', '_' or '.' (e.g. "
+            "app.kubernetes.io/name)",
+            cel=None,
+            check=lambda s: all(re2_matches(LABEL_KEY_PATTERN, k) and len(k) <= 317
+                                for k in s.match_labels or {}),
+            field_path=".matchLabels",
+            python_only="a structural schema bounds no map key's length, so CEL's cost "
+            "estimate of a pattern over the keys exceeds the API server's budget",
+        ),
+    )
+
+    match_labels: dict[Str, LabelValue] | None = Field(
+        default=None, max_length=64, description="Labels every pod must have."
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None, max_length=64, description="Requirements every pod must meet."
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The selector as the Kubernetes API writes it (``matchLabels``/``matchExpressions``)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
 
 
 class ServiceRef(ApiModel):
@@ -121,7 +197,7 @@ class Target(ApiModel):
             help="stream responses (SSE); needed for TTFT and ITL (default: on)",
         ),
     ] = Field(default=True, description="Stream responses (SSE); needed for TTFT/ITL.")
-    pod_selector: dict[str, Any] | None = Field(
+    pod_selector: LabelSelector | None = Field(
         default=None,
         description="Label selector of the inference pods (placement, telemetry).",
     )

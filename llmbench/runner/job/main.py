@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +82,13 @@ __all__ = [
     "EXIT_DONE",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "CONFIGMAP_LIMIT",
     "JobError",
     "collector_for_context",
     "point_text",
     "run_job",
     "shard_index",
+    "too_large",
 ]
 
 log = logging.getLogger("llmbench.job")
@@ -106,6 +108,17 @@ MIN_POINT_BUDGET = 16_384
 
 class JobError(Exception):
     """The run cannot start or go on; the message says what to fix (it ends as ``failed``)."""
+
+
+#: The API server's limit on a ConfigMap's data (keys and values), in bytes.
+CONFIGMAP_LIMIT = 1024 * 1024
+
+
+def too_large(exc: StoreError) -> bool:
+    """Whether the API server refused a write for the object's size (422 ``Too long: must
+    have at most 1048576 bytes``, or 413 / etcd's ``request is too large``)."""
+    text = str(exc).lower()
+    return exc.status in (413, 422, 500) and ("too long" in text or "too large" in text)
 
 
 def point_text(summary: PointResult, budget: int) -> str:
@@ -341,6 +354,12 @@ class _Job:
         try:
             self.store.write(updates)
         except StoreError as exc:
+            if too_large(exc):  # every later write would be refused too: end the run
+                raise JobError(
+                    f"results exceed the ConfigMap ({self.would_hold(updates)} bytes; the API "
+                    f"server takes at most {CONFIGMAP_LIMIT}): run fewer points or repetitions "
+                    f"({exc})"
+                ) from None
             log.error("%s; the digest goes to the termination message instead", exc)
             self.terminate(digest)
             return digest
@@ -348,6 +367,15 @@ class _Job:
             name for key in updates if (name := point_name_of(key)) is not None
         }
         return digest
+
+    def would_hold(self, updates: Mapping[str, str]) -> int:
+        """Bytes of the ConfigMap's data with ``updates`` merged in (keys and values, as the
+        API server counts them); the updates alone when the store cannot be read."""
+        try:
+            data = {**self.store.read(), **updates}
+        except StoreError:
+            data = dict(updates)
+        return sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
 
     def report(self, result: SweepResult, data: SweepAnalysis) -> None:
         """The HTML report and plots beside the persisted results, as ``llmbench analyze``

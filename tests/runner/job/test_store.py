@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from llmbench.runner.job.main import too_large
 from llmbench.runner.job.store import ConfigMapStore, DirStore, StoreError
 
 TOKEN = "sa-token-must-not-leak-0123456789"
@@ -225,3 +226,15 @@ def test_missing_credentials_and_server(tmp_path: Path, monkeypatch: pytest.Monk
                            service_account_dir=tmp_path / "none")
     with pytest.raises(StoreError, match="cannot read the service-account token"):
         store.read()
+
+
+def test_a_write_refused_for_size_is_told_from_other_refusals() -> None:
+    """What the API server answers to a ConfigMap over 1 MiB (422 Invalid, or etcd's 413) ends
+    the run; a 403 or a conflict does not read as one."""
+    assert too_large(StoreError("ConfigMap llm/b-run-1: PATCH answered 422 Unprocessable Entity: "
+                                'ConfigMap "b-run-1" is invalid: []: Too long: must have at most '
+                                "1048576 bytes", 422))
+    assert too_large(StoreError("PATCH answered 413: etcdserver: request is too large", 413))
+    assert not too_large(StoreError("PATCH answered 403 Forbidden: configmaps is forbidden", 403))
+    assert not too_large(StoreError("PATCH answered 422: data[x]: Invalid value: key", 422))
+    assert not too_large(StoreError("connection refused: request is too large", None))
