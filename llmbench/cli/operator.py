@@ -42,6 +42,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "up to 10x (default 3)",
     )
     parser.add_argument(
+        "--resync-interval", type=float, default=30.0, metavar="S",
+        help="seconds between two checks of every Running benchmark: a deleted Job, a runner "
+        "pod that cannot start or be scheduled, a quota refusing it fail the run, a live "
+        "run's endpoint Lease is renewed (default 30)",
+    )
+    parser.add_argument(
+        "--unschedulable-deadline", type=float, default=600.0, metavar="S",
+        help="seconds a runner pod may stay unschedulable before its run fails (default 600)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace", default=None, metavar="NS",
+        help="run as one of several replicas: only the holder of the Lease NS/NAME acts, the "
+        "others stand by and take over 15 s after it stops renewing (default: no election, "
+        "act at once)",
+    )
+    parser.add_argument(
+        "--leader-election-name", default="llmbench-operator", metavar="NAME",
+        help="the leader-election Lease's name (default llmbench-operator)",
+    )
+    parser.add_argument(
         "--metrics-port", type=int, default=9090, metavar="PORT",
         help="serve Prometheus gauges of each benchmark's last valid run on "
         "http://0.0.0.0:PORT/metrics (default 9090; 0: off)",
@@ -64,6 +84,12 @@ def run(args: argparse.Namespace) -> int:
     if args.retry_delay <= 0:
         print("llmbench operator: error: --retry-delay must be > 0", file=sys.stderr)
         return 2
+    if args.resync_interval <= 0:
+        print("llmbench operator: error: --resync-interval must be > 0", file=sys.stderr)
+        return 2
+    if args.unschedulable_deadline <= 0:
+        print("llmbench operator: error: --unschedulable-deadline must be > 0", file=sys.stderr)
+        return 2
     if not 0 <= args.metrics_port <= 65535:
         print("llmbench operator: error: --metrics-port must be 0..65535", file=sys.stderr)
         return 2
@@ -85,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
         namespaces=tuple(args.namespace),
         retry_delay=args.retry_delay,
         clock_offset_file=args.clock_offset_file,
+        resync_interval=args.resync_interval,
+        unschedulable_seconds=args.unschedulable_deadline,
+        leader_namespace=args.leader_election_namespace,
+        leader_name=args.leader_election_name,
     )
     exporter.METRICS.port = args.metrics_port
     # kopf.configure() would add a second handler to the root logger that `llmbench` already

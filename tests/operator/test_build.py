@@ -15,6 +15,7 @@ from llmbench.operator.build import (
     Placement,
     affinity,
     artifacts_location,
+    default_deadline,
     lease_name,
     run_objects,
     runner_job,
@@ -200,3 +201,13 @@ def test_the_lease_is_per_endpoint_and_names_its_holder() -> None:
     assert lease_name("http://10.0.0.5:8000") != lease_name("http://10.0.0.6:8000")
     assert a["spec"]["holderIdentity"] == "llm/sweep"
     assert a["metadata"]["ownerReferences"][0]["controller"] is False
+
+
+def test_without_timeout_seconds_the_job_gets_a_deadline_from_the_sweeps_size() -> None:
+    s = spec(sweep={"type": "concurrency", "values": [1, 2, 4]}, repetitions=2)
+    assert runner_job(BENCH, 1, s, WHERE)["spec"]["activeDeadlineSeconds"] == 600 + 6 * 1800
+    assert default_deadline(s) == 11400
+    # a time-bound point longer than the allowance: twice it plus one request timeout
+    long = spec(load={"measurementDurationSeconds": 3600},
+                target={"url": "http://m:8000", "model": "m", "requestTimeoutSeconds": 60})
+    assert default_deadline(long) == 600 + len(long.points()) * (2 * 3600 + 60)
