@@ -96,9 +96,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         import kopf
 
-        from llmbench.operator import exporter, handlers  # noqa: F401 - registers the handlers
+        from llmbench.operator import exporter, handlers, leader  # noqa: F401 - registers them
         from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
-        from llmbench.operator.state import CONFIG_KEY, OperatorConfig
+        from llmbench.operator.state import CONFIG_KEY, OperatorConfig, connect
     except ImportError as exc:
         print(
             f"llmbench operator: error: {exc.name} is not installed; install the operator "
@@ -125,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
         # "Handler ... succeeded" for every child event (and each waiting benchmark's retry
         # tick) drowns what matters; failures are warnings and still show.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    election = leader.of(config)
+    if election is not None:  # a standby waits here: kopf starts once it leads
+        leader.stand_by(connect(), election, None if args.liveness == "off" else args.liveness)
     kopf.run(
         standalone=True,
         clusterwide=args.all_namespaces,

@@ -38,14 +38,13 @@ _CHILDREN = {LABEL_MANAGED_BY: MANAGED_BY}
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """kopf's settings, the operator's state built once and kept in the memo, with
-    ``--leader-election-namespace`` the wait until this operator leads (kopf starts no watch
-    before), and the operator-level loop (:mod:`.loop`: schedule ticks, waiting benchmarks,
-    the resync)."""
+    ``--leader-election-namespace`` the leader's renewals (``llmbench operator`` waited until
+    it leads before starting kopf), and the operator-level loop (:mod:`.loop`: schedule
+    ticks, waiting benchmarks, the resync)."""
     configure_kopf(settings)
     op = state.start(memo)
-    election = leader.of(op)
+    election = leader.of(op.config)
     if election is not None:
-        await leader.lead(op.kube, election)
         op.tasks.append(asyncio.create_task(
             leader.keep(op.kube, election, leader.exit_now), name="llmbench-leader"))
     op.tasks.append(asyncio.create_task(loop.run(op), name="llmbench-loop"))
@@ -59,7 +58,7 @@ async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    election = leader.of(op)
+    election = leader.of(op.config)
     if election is not None:
         await leader.release(op.kube, election)
 

@@ -9,17 +9,21 @@ renewed for a whole :attr:`Election.duration`; a leader that could not renew it 
 :attr:`Election.renew_deadline` (shorter than the duration) stops at once, so it never acts
 after another may have taken over.
 
-A standby waits in kopf's startup handler (:func:`lead`), so kopf starts no watch and no
-handler runs until it leads; its ``/healthz`` answers all the while (kopf serves it from the
-start), so the standby pod stays alive and Ready. Whether a Lease may be taken is
-:func:`election_verdict`, a pure function.
+A standby waits before kopf starts (:func:`stand_by`, called by ``llmbench operator``), so
+no watch and no handler runs until it leads; it answers the liveness endpoint meanwhile
+(kopf serves it only once its startup handlers finished), so the standby pod stays alive
+and Ready. The leader's renewals run in kopf (:func:`keep`, from the startup handler).
+Whether a Lease may be taken is :func:`election_verdict`, a pure function.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.server
 import logging
 import os
+import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,10 +32,10 @@ from typing import Any, Literal
 
 from llmbench.operator.kube import Kube, NotFound
 from llmbench.operator.lease import lease_expired, lease_time
-from llmbench.operator.state import Operator
+from llmbench.operator.state import OperatorConfig
 
 __all__ = ["IDENTITY", "Election", "election_verdict", "exit_now", "identity", "keep", "lead",
-           "of", "release", "try_lead"]
+           "of", "release", "stand_by", "try_lead"]
 
 log = logging.getLogger("llmbench.operator")
 
@@ -63,10 +67,10 @@ def identity() -> str:
 IDENTITY = identity()
 
 
-def of(op: Operator) -> Election | None:
+def of(config: OperatorConfig) -> Election | None:
     """The election ``--leader-election-namespace`` asks for, or None (no election)."""
-    namespace = op.config.leader_namespace
-    return Election(namespace, op.config.leader_name, IDENTITY) if namespace else None
+    namespace = config.leader_namespace
+    return Election(namespace, config.leader_name, IDENTITY) if namespace else None
 
 
 def election_verdict(spec: Mapping[str, Any], me: str, at: datetime) -> Verdict:
@@ -95,12 +99,10 @@ async def try_lead(kube: Kube, election: Election) -> bool:
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
              "metadata": {"name": election.name, "namespace": election.namespace},
              "spec": spec}
-    if await kube.create(lease):
-        return True
-    try:
+    try:  # read first: a renewal is a get and a patch, no create answered 409
         existing = await kube.get_lease(election.namespace, election.name)
     except NotFound:
-        return False
+        return await kube.create(lease)
     current = existing.get("spec") or {}
     verdict = election_verdict(current, election.identity, _now())
     if verdict == "held":
@@ -139,8 +141,11 @@ async def keep(kube: Kube, election: Election, stop: Callable[[], None]) -> None
     another operator holds the Lease."""
     loop = asyncio.get_running_loop()
     last = loop.time()
+    first = True
     while True:
-        await asyncio.sleep(election.retry_period)
+        if not first:
+            await asyncio.sleep(election.retry_period)
+        first = False
         try:
             ok = await try_lead(kube, election)
         except Exception as exc:
@@ -185,3 +190,35 @@ def exit_now() -> None:
     the pod's container restarts as a standby."""
     logging.shutdown()
     os._exit(1)
+
+
+class _Healthy(http.server.BaseHTTPRequestHandler):
+    """A standby's liveness answer: the process runs (it leads nothing yet)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = b'{"standby": true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        """One line per probe would drown the log."""
+
+
+def stand_by(kube: Kube, election: Election, liveness: str | None) -> None:
+    """Blocks until this operator leads, serving ``liveness`` (kopf's endpoint URL, e.g.
+    ``http://0.0.0.0:8080/healthz``) meanwhile; kopf takes the port over after."""
+    server = None
+    if liveness:
+        where = urllib.parse.urlsplit(liveness)
+        server = http.server.ThreadingHTTPServer((where.hostname or "0.0.0.0", where.port or 80),
+                                                 _Healthy)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        asyncio.run(lead(kube, election))
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
