@@ -64,6 +64,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "up to 10x (default 3)",
     )
     parser.add_argument(
+        "--resync-interval", type=float, default=30.0, metavar="S",
+        help="seconds between two checks of every Running benchmark: a deleted Job, a runner "
+        "pod that cannot start or be scheduled, a quota refusing it fail the run, a live "
+        "run's endpoint Lease is renewed (default 30)",
+    )
+    parser.add_argument(
+        "--unschedulable-deadline", type=float, default=600.0, metavar="S",
+        help="seconds a runner pod may stay unschedulable before its run fails (default 600)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace", default=None, metavar="NS",
+        help="run as one of several replicas: only the holder of the Lease NS/NAME acts, the "
+        "others stand by and take over 15 s after it stops renewing (default: no election, "
+        "act at once)",
+    )
+    parser.add_argument(
+        "--leader-election-name", default="llmbench-operator", metavar="NAME",
+        help="the leader-election Lease's name (default llmbench-operator)",
+    )
+    parser.add_argument(
         "--metrics-port", type=int, default=9090, metavar="PORT",
         help="serve Prometheus gauges of each benchmark's last valid run on "
         "http://0.0.0.0:PORT/metrics (default 9090; 0: off)",
@@ -86,16 +106,22 @@ def run(args: argparse.Namespace) -> int:
     if args.retry_delay <= 0:
         print("llmbench operator: error: --retry-delay must be > 0", file=sys.stderr)
         return 2
+    if args.resync_interval <= 0:
+        print("llmbench operator: error: --resync-interval must be > 0", file=sys.stderr)
+        return 2
+    if args.unschedulable_deadline <= 0:
+        print("llmbench operator: error: --unschedulable-deadline must be > 0", file=sys.stderr)
+        return 2
     if not 0 <= args.metrics_port <= 65535:
         print("llmbench operator: error: --metrics-port must be 0..65535", file=sys.stderr)
         return 2
     try:
         import kopf
 
-        from llmbench.operator import exporter, handlers  # noqa: F401 - registers the handlers
+        from llmbench.operator import exporter, handlers, leader  # noqa: F401 - registers them
         from llmbench.operator.admission import Guard
         from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
-        from llmbench.operator.state import CONFIG_KEY, OperatorConfig
+        from llmbench.operator.state import CONFIG_KEY, OperatorConfig, connect
     except ImportError as exc:
         print(
             f"llmbench operator: error: {exc.name} is not installed; install the operator "
@@ -114,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
             allowed_images=tuple(args.allowed_runner_images),
             trusted_namespaces=tuple(args.trust_namespace),
         ),
+        resync_interval=args.resync_interval,
+        unschedulable_seconds=args.unschedulable_deadline,
+        leader_namespace=args.leader_election_namespace,
+        leader_name=args.leader_election_name,
     )
     exporter.METRICS.port = args.metrics_port
     # kopf.configure() would add a second handler to the root logger that `llmbench` already
@@ -124,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
         # "Handler ... succeeded" for every child event (and each waiting benchmark's retry
         # tick) drowns what matters; failures are warnings and still show.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    election = leader.of(config)
+    if election is not None:  # a standby waits here: kopf starts once it leads
+        leader.stand_by(connect(), election, None if args.liveness == "off" else args.liveness)
     kopf.run(
         standalone=True,
         clusterwide=args.all_namespaces,

@@ -14,12 +14,14 @@ last one stopped. Children (ConfigMaps, Jobs, runner pods) are watched stateless
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import kopf
 
 from llmbench.api import GROUP, PLURAL, VERSION
-from llmbench.operator import exporter, finish, progress, reconcile, state
+from llmbench.operator import exporter, finish, leader, loop, progress, reconcile, state
 from llmbench.operator.build import LABEL_MANAGED_BY, MANAGED_BY
 from llmbench.operator.settings import configure as configure_kopf
 
@@ -35,9 +37,30 @@ _CHILDREN = {LABEL_MANAGED_BY: MANAGED_BY}
 
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    """kopf's settings, and the operator's state built once and kept in the memo."""
+    """kopf's settings, the operator's state built once and kept in the memo, with
+    ``--leader-election-namespace`` the leader's renewals (``llmbench operator`` waited until
+    it leads before starting kopf), and the operator-level loop (:mod:`.loop`: schedule
+    ticks, waiting benchmarks, the resync)."""
     configure_kopf(settings)
-    state.start(memo)
+    op = state.start(memo)
+    election = leader.of(op.config)
+    if election is not None:
+        op.tasks.append(asyncio.create_task(
+            leader.keep(op.kube, election, leader.exit_now), name="llmbench-leader"))
+    op.tasks.append(asyncio.create_task(loop.run(op), name="llmbench-loop"))
+
+
+@kopf.on.cleanup()
+async def stop_loop(memo: kopf.Memo, **_: Any) -> None:
+    """Stops the operator-level loop and the renewals, and gives the leader's Lease up."""
+    op = state.of(memo)
+    for task in op.tasks:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    election = leader.of(op.config)
+    if election is not None:
+        await leader.release(op.kube, election)
 
 
 @kopf.on.login()
@@ -71,35 +94,15 @@ async def on_benchmark(namespace: str | None, name: str, memo: kopf.Memo, **_: A
     await reconcile.reconcile(state.of(memo), namespace or "default", name)
 
 
-def _scheduled(spec: kopf.Spec, **_: Any) -> bool:
-    return bool(spec.get("schedule")) and not spec.get("suspend")
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=1.0, when=_scheduled)
-async def on_schedule(
-    namespace: str | None, name: str, body: kopf.Body, memo: kopf.Memo, **_: Any
-) -> None:
-    """A scheduled benchmark's due tick. Only scheduled, unsuspended benchmarks have this
-    timer, and it makes no API call until a tick is due."""
-    await reconcile.schedule_tick(state.of(memo), namespace or "default", name, body)
-
-
-def _waiting(status: kopf.Status, **_: Any) -> bool:
-    return status.get("phase") in ("Pending", "Queued")
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=1.0, when=_waiting)
-async def retry_waiting(namespace: str | None, name: str, memo: kopf.Memo, **_: Any) -> None:
-    """A waiting benchmark tries again when its backoff is due. Only waiting benchmarks have
-    this timer, so its cost does not grow with finished ones."""
-    await reconcile.retry(state.of(memo), namespace or "default", name)
-
-
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def on_benchmark_event(
-    body: kopf.Body, type: str | None, namespace: str | None, name: str, **_: Any  # noqa: A002
+    body: kopf.Body, type: str | None, namespace: str | None, name: str,  # noqa: A002
+    memo: kopf.Memo, **_: Any,
 ) -> None:
-    """The Prometheus gauges of the benchmark, from the event's body (no API call)."""
+    """What the operator-level loop knows of the benchmark (its schedule, its phase), and
+    its Prometheus gauges, from the event's body (no API call). No kopf timer or daemon on
+    benchmarks: they would put kopf's finalizer on them (see :mod:`.loop`)."""
+    state.of(memo).observe(body, type)
     exporter.record(body, type, namespace, name)
 
 

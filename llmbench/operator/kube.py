@@ -302,12 +302,50 @@ class Kube:
         """A runner Job."""
         return _dict(self.api, await _call(self.batch.read_namespaced_job, name, namespace))
 
+    @uses("", "events", "list")
+    async def list_events(self, namespace: str, uid: str, reason: str) -> list[dict[str, Any]]:
+        """The Events with ``reason`` about the object ``uid`` (a Job's ``FailedCreate``: the
+        Job controller says so only in an Event, not in the Job's status)."""
+        res = await _call(
+            self.core.list_namespaced_event, namespace,
+            field_selector=f"involvedObject.uid={uid},reason={reason}",
+        )
+        return [_dict(self.api, e) for e in res.items]
+
     # -- the per-target Lease -----------------------------------------------------------
 
     @uses("coordination.k8s.io", "leases", "get")
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any]:
         """The Lease that serialises benchmarks of one endpoint."""
         return _dict(self.api, await _call(self.coord.read_namespaced_lease, name, namespace))
+
+    @uses("coordination.k8s.io", "leases", "patch")
+    async def patch_lease(
+        self, namespace: str, name: str, resource_version: str, spec: Mapping[str, Any]
+    ) -> bool:
+        """Merges ``spec`` into the Lease if it is still at ``resource_version`` (what the
+        caller decided from); False when it changed or is gone in between."""
+        patch = {"metadata": {"resourceVersion": resource_version}, "spec": dict(spec)}
+        try:
+            await _call(self.coord.patch_namespaced_lease, name, namespace, patch)
+        except NotFound:
+            return False
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def renew_lease(self, namespace: str, name: str, holder: str, at: str) -> bool:
+        """Sets the Lease's ``renewTime`` to ``at`` if ``holder`` holds it; whether it did."""
+        try:
+            lease = await self.get_lease(namespace, name)
+        except NotFound:
+            return False
+        if (lease.get("spec") or {}).get("holderIdentity") != holder:
+            return False
+        version = lease["metadata"]["resourceVersion"]
+        return await self.patch_lease(namespace, name, version, {"renewTime": at})
 
     @uses("coordination.k8s.io", "leases", "delete")
     async def delete_lease(self, namespace: str, name: str, holder: str) -> None:

@@ -1,5 +1,6 @@
 """A run in progress: the runner's digest mirrored into status after each point, and the
-runner pods' ``RunnerScheduled``/``Running`` conditions and nodes.
+runner pods' ``RunnerScheduled``/``Running`` conditions and nodes; a runner pod that will
+never run (:func:`~llmbench.operator.resync.pod_problem`) ends the run at once.
 
 Both come from watch events of the run's children and apply only while that run is the
 benchmark's current one and ``Running`` (:func:`running`), so a late event of an old run
@@ -11,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llmbench.api.job import run_name
 from llmbench.api.status import BenchmarkStatus, RunDigest, StackStatus, dump
 from llmbench.operator.build import (
     LABEL_BENCHMARK,
@@ -20,13 +20,12 @@ from llmbench.operator.build import (
     owner_of,
     owns,
 )
-from llmbench.operator.finish import finish_run
 from llmbench.operator.results import read_digest
+from llmbench.operator.resync import end_dead_run, pod_problem
 from llmbench.operator.state import Operator
 from llmbench.operator.status import (
     Patch,
     digest_patch,
-    image_pull_failure,
     runner_nodes,
     runner_pod_conditions,
     shard_conditions,
@@ -144,7 +143,6 @@ async def runner_pod_event(op: Operator, body: Mapping[str, Any], type: str) -> 
         patch = runner_patch(status, body, pods, replicas)
         if patch.conditions or patch.fields:
             await write_status(op, bench, patch, op.clock.now())
-    pull = image_pull_failure(body)
-    if pull is not None:  # the Job would wait for the image until its deadline
-        await finish_run(op, namespace, name, run, {}, "Failed", reason=pull)
-        await op.kube.delete("Job", namespace, run_name(name, run))
+    why = pod_problem(body, op.clock.now(), op.config.unschedulable_seconds)
+    if why is not None:  # the Job would wait for a pod that never runs until its deadline
+        await end_dead_run(op, namespace, name, run, why)

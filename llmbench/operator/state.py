@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, MutableMapping
+import time
+from collections.abc import AsyncIterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ from llmbench.operator.kube import Kube, NotFound
 from llmbench.operator.schedule import Clock
 
 __all__ = ["CONFIG_KEY", "STATE_KEY", "Operator", "OperatorConfig", "backoff", "connect", "of",
-           "start"]
+           "seen", "start"]
 
 #: The memo key ``llmbench operator`` puts its :class:`OperatorConfig` under.
 CONFIG_KEY = "config"
@@ -50,6 +51,21 @@ class OperatorConfig:
     clock_offset_file: str | None = None
     #: Admission: the policy that checks creators, allowed images, trusted namespaces.
     guard: Guard = field(default_factory=Guard)
+    #: Seconds between two checks of every Running benchmark (:mod:`.resync`).
+    resync_interval: float = 30.0
+    #: Seconds a runner pod may stay unschedulable before its run fails.
+    unschedulable_seconds: float = 600.0
+    #: The namespace of the operators' leader-election Lease (None: no election, this
+    #: operator acts at once) and its name (:mod:`.leader`).
+    leader_namespace: str | None = None
+    leader_name: str = "llmbench-operator"
+
+    @property
+    def lease_duration(self) -> int:
+        """``leaseDurationSeconds`` of the endpoint Leases: four resyncs (each renews the
+        Leases of the live runs), at least two minutes, so a lost renewal or two, or an
+        operator restart, never lets a queued benchmark take a live run's endpoint."""
+        return max(120, int(4 * self.resync_interval))
 
 
 def backoff(retry_delay: float, tries: int) -> float:
@@ -76,6 +92,15 @@ class Operator:
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, repr=False)
     #: (namespace, name) -> (monotonic time of the next attempt, waits so far).
     _waits: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict, repr=False)
+    #: (namespace, name) -> what the operator-level loop needs of each benchmark (:func:`seen`),
+    #: kept from the benchmark watch's events, so the loop makes no API call to find them.
+    benchmarks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, repr=False)
+    #: The monotonic time this operator started (an expired Lease is taken over only after
+    #: this operator itself had a whole lease duration to renew it).
+    started: float = field(default_factory=time.monotonic)
+    #: The operator-level loop (:mod:`.loop`) and the leader's renewals (:mod:`.leader`),
+    #: started and cancelled by the handlers.
+    tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
 
     def lock(self, namespace: str, name: str) -> asyncio.Lock:
         """Serialises the status writes for one benchmark in this process: each handler reads,
@@ -106,6 +131,43 @@ class Operator:
     def forget(self, namespace: str, name: str) -> None:
         """Ends a benchmark's backoff (its run was created, or it is gone)."""
         self._waits.pop((namespace, name), None)
+
+    def uptime(self) -> float:
+        """Seconds since this operator started."""
+        return time.monotonic() - self.started
+
+    def observe(self, body: Mapping[str, Any], event: str | None) -> None:
+        """Keeps what the loop needs of a benchmark from its watch event (``DELETED``: drops
+        it, and its backoff and lock)."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        if event == "DELETED":
+            self.benchmarks.pop(key, None)
+            self._waits.pop(key, None)
+            lock = self._locks.get(key)
+            if lock is not None and not lock.locked():
+                del self._locks[key]
+            return
+        self.benchmarks[key] = seen(body)
+
+
+#: The spec fields a schedule tick is computed from (:func:`~.reconcile.schedule_tick`).
+_SCHEDULE_FIELDS = ("schedule", "timeZone", "startingDeadlineSeconds", "suspend")
+#: The status fields the loop decides from: waiting, running, the last tick.
+_STATUS_FIELDS = ("phase", "run", "lastScheduleTime")
+
+
+def seen(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The few fields of a benchmark the operator-level loop decides from, in the shape of
+    the benchmark (a small copy: no history, no points, however many benchmarks there are)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    return {
+        "metadata": {k: meta[k] for k in ("namespace", "name", "creationTimestamp") if k in meta},
+        "spec": {k: spec[k] for k in _SCHEDULE_FIELDS if k in spec},
+        "status": {k: status[k] for k in _STATUS_FIELDS if k in status},
+    }
 
 
 def connect() -> Kube:

@@ -104,7 +104,9 @@ def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
     assert c["args"] == [
         "operator", "--all-namespaces", "--runner-image=ghcr.io/llmbench/llmbench:0.1.0",
         "--admission-policy=llmbench-operator",
-        "--liveness=http://0.0.0.0:8080/healthz", "--retry-delay=3", "--metrics-port=9090",
+        "--liveness=http://0.0.0.0:8080/healthz", "--retry-delay=3", "--resync-interval=30",
+        "--unschedulable-deadline=600", "--leader-election-namespace=llmbench-system",
+        "--leader-election-name=llmbench-operator", "--metrics-port=9090",
     ]
     assert c["ports"] == [{"name": "healthz", "containerPort": 8080, "protocol": "TCP"},
                           {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]
@@ -123,11 +125,20 @@ def test_a_namespaced_install_has_a_role_in_each_watched_namespace() -> None:
     docs = render("bench", "ops", watchNamespaces=["team-a", "team-b"],
                   **{"runner.image": "registry.local/llmbench:dev", "liveness.port": 9091})
     assert rbac_problems(docs) == []
-    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in by_kind(docs, "Role")}
-    assert roles == {("team-a", "bench-llmbench-operator"), ("team-b", "bench-llmbench-operator")}
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(docs, "Role")}
+    assert set(roles) == {("team-a", "bench-llmbench-operator"),
+                          ("team-b", "bench-llmbench-operator"),
+                          ("ops", "bench-llmbench-operator-leader")}
+    # the leader-election Lease in the release's namespace, and nothing else there
+    assert grants(roles[("ops", "bench-llmbench-operator-leader")]["rules"]) == {
+        ("coordination.k8s.io", "leases"): {"create", "get", "patch"}}
+    assert "--leader-election-namespace=ops" in container(docs)["args"]
     bindings = by_kind(docs, "RoleBinding")
-    assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b"}
+    assert {b["metadata"]["namespace"] for b in bindings} == {"team-a", "team-b", "ops"}
     for b in bindings:
+        if b["metadata"]["namespace"] == "ops":
+            assert b["roleRef"]["name"] == "bench-llmbench-operator-leader"
+            continue
         assert b["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                 "name": "bench-llmbench-operator"}
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "bench-llmbench-operator",
@@ -289,7 +300,7 @@ def test_the_chart_ships_the_repositorys_crd(tmp_path: Path) -> None:
     [
         (["--set", "replicas=x"], "at '/replicas': got string, want integer"),
         (["--set", "image.tag=5"], "at '/image/tag': got number, want string"),
-        (["--set", "replicas=2"], "at '/replicas': maximum: got 2, want 1"),
+        (["--set", "replicas=-1"], "at '/replicas': minimum: got -1, want 0"),
         (["--set", "watchNamespaces={Bad_NS}"], "at '/watchNamespaces/0': 'Bad_NS' does not match"),
         (["--set", "watchNamespace=team-a"], "additional properties 'watchNamespace' not allowed"),
         (["--set", "image.pullPolicy=Sometimes"], "at '/image/pullPolicy': value must be one of"),

@@ -96,7 +96,7 @@ def finished_run(k8s: Any, namespace: str, name: str, op: Release, run: int) -> 
 
 
 def stays_at(k8s: Any, namespace: str, name: str, run: int, seconds: float = 4.0) -> None:
-    """No new run for a few seconds (the schedule timer ticks every second)."""
+    """No new run for a few seconds (the operator looks at schedules every second)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         assert status(k8s, namespace, name).get("run") == run

@@ -16,6 +16,7 @@ from llmbench.operator.build import (
     Placement,
     affinity,
     artifacts_location,
+    default_deadline,
     lease_name,
     owns,
     run_objects,
@@ -231,3 +232,13 @@ def test_only_a_child_named_by_status_and_owned_by_the_benchmark_is_its_own() ->
     not_controller = {**job["metadata"]["ownerReferences"][0], "controller": False}
     assert not owns(BENCH, {"metadata": {**job["metadata"], "ownerReferences": [not_controller]}},
                     "sweep-run-2")
+
+
+def test_without_timeout_seconds_the_job_gets_a_deadline_from_the_sweeps_size() -> None:
+    s = spec(sweep={"type": "concurrency", "values": [1, 2, 4]}, repetitions=2)
+    assert runner_job(BENCH, 1, s, WHERE)["spec"]["activeDeadlineSeconds"] == 600 + 6 * 1800
+    assert default_deadline(s) == 11400
+    # a time-bound point longer than the allowance: twice it plus one request timeout
+    long = spec(load={"measurementDurationSeconds": 3600},
+                target={"url": "http://m:8000", "model": "m", "requestTimeoutSeconds": 60})
+    assert default_deadline(long) == 600 + len(long.points()) * (2 * 3600 + 60)

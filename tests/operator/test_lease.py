@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from llmbench.operator.lease import lease_time, lease_verdict
+from llmbench.operator.lease import lease_expired, lease_time, lease_verdict
 
 
 def bench(phase: str | None) -> dict[str, object]:
@@ -25,3 +25,21 @@ def test_a_lease_is_ours_held_or_stale() -> None:
 def test_lease_times_are_microtime_in_utc() -> None:
     at = datetime(2026, 12, 1, 2, 0, 7, 123456, tzinfo=UTC)
     assert lease_time(at) == "2026-12-01T02:00:07.123456Z"
+
+
+def test_a_lease_expires_a_duration_after_its_last_renewal() -> None:
+    spec = {"acquireTime": "2026-12-01T02:00:00.000000Z", "leaseDurationSeconds": 120}
+    at = datetime(2026, 12, 1, 2, 2, 0, tzinfo=UTC)
+    assert not lease_expired(spec, at)  # exactly a duration: not yet
+    assert lease_expired(spec, at.replace(second=1))
+    renewed = {**spec, "renewTime": "2026-12-01T02:01:30.000000Z"}
+    assert not lease_expired(renewed, at.replace(second=1))  # the renewal counts, not acquire
+    assert lease_expired(renewed, datetime(2026, 12, 1, 2, 3, 31, tzinfo=UTC))
+    # a Lease from before renewals (no duration) never expires: the holder's phase decides
+    assert not lease_expired({"acquireTime": spec["acquireTime"]}, at.replace(year=2027))
+
+
+def test_an_expired_lease_is_taken_over_even_from_a_running_holder() -> None:
+    assert lease_verdict("llm/other", "llm/me", bench("Running"), expired=True) == "stale"
+    assert lease_verdict("llm/me", "llm/me", None, expired=True) == "ours"
+    assert lease_verdict("llm/other", "llm/me", bench("Running"), expired=False) == "held"

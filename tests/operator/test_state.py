@@ -78,3 +78,24 @@ def test_waits_back_off_per_benchmark_and_end_when_forgotten(
     assert op.due("llm", "a", 202.0)
     assert op.lock("llm", "a") is op.lock("llm", "a")
     assert op.lock("llm", "a") is not op.lock("llm", "b")
+
+
+def test_the_watch_keeps_each_benchmarks_small_copy_until_it_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op = operator(tmp_path, monkeypatch, retry_delay=2.0)
+    body = {"metadata": {"namespace": "llm", "name": "a"}, "spec": {"schedule": "@daily"},
+            "status": {"phase": "Pending", "history": [{"run": 1}]}}
+    op.observe(body, None)  # the watch's initial listing
+    assert op.benchmarks[("llm", "a")] == state.seen(body)
+    op.observe({**body, "status": {"phase": "Queued"}}, "MODIFIED")
+    assert op.benchmarks[("llm", "a")]["status"] == {"phase": "Queued"}
+    op.back_off("llm", "a", 100.0)
+    op.observe(body, "DELETED")
+    assert ("llm", "a") not in op.benchmarks and op.due("llm", "a", 100.0)
+
+
+def test_the_lease_duration_spans_four_resyncs_and_at_least_two_minutes() -> None:
+    assert OperatorConfig(resync_interval=30).lease_duration == 120
+    assert OperatorConfig(resync_interval=60).lease_duration == 240
+    assert OperatorConfig(resync_interval=2).lease_duration == 120

@@ -1,0 +1,82 @@
+"""The operator's one periodic task: schedule ticks, waiting benchmarks, and the resync.
+
+Why one operator-level task and not kopf timers: a kopf timer (or daemon) on a resource makes
+kopf put its finalizer on every object it applies to, so with the operator uninstalled
+deleting a scheduled or waiting benchmark, or its namespace, hangs for ever. The benchmark
+watch (``kopf.on.event``, which adds no finalizer) keeps a small copy of each benchmark in
+:attr:`Operator.benchmarks <llmbench.operator.state.Operator.benchmarks>`; once a second
+:func:`step` hands the scheduled ones to :func:`~.reconcile.schedule_tick` and the waiting
+ones to :func:`~.reconcile.retry` (neither makes an API call until a tick or a backoff is
+due), and every ``--resync-interval`` seconds each Running one to
+:func:`~.resync.check_run`. Started by the startup handler, cancelled by the cleanup one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping
+from typing import Any
+
+from llmbench.operator.reconcile import retry, schedule_tick
+from llmbench.operator.resync import check_run
+from llmbench.operator.state import Operator
+
+__all__ = ["FIRST_RESYNC", "TICK", "due_work", "run", "step"]
+
+#: Seconds between two looks at the scheduled and waiting benchmarks.
+TICK = 1.0
+#: Seconds from the start to the first resync.
+FIRST_RESYNC = 5.0
+
+log = logging.getLogger("llmbench.operator")
+
+
+def due_work(seen: Mapping[str, Any], resync: bool) -> tuple[str, ...]:
+    """What the loop does for one benchmark (its :func:`~.state.seen` copy): ``tick`` (it is
+    scheduled and not suspended), ``retry`` (it waits: ``Pending`` or ``Queued``), and, on a
+    resync, ``check`` (it is ``Running``)."""
+    spec = seen.get("spec") or {}
+    phase = (seen.get("status") or {}).get("phase")
+    out: list[str] = []
+    if spec.get("schedule") and not spec.get("suspend"):
+        out.append("tick")
+    if phase in ("Pending", "Queued"):
+        out.append("retry")
+    if resync and phase == "Running":
+        out.append("check")
+    return tuple(out)
+
+
+async def step(op: Operator, resync: bool) -> None:
+    """One pass over the benchmarks the watch has seen; one's failure is logged and does not
+    stop the others (it is tried again next pass)."""
+    calls: list[tuple[tuple[str, str], Awaitable[None]]] = []
+    for (namespace, name), seen in list(op.benchmarks.items()):
+        for work in due_work(seen, resync):
+            if work == "tick":
+                calls.append(((namespace, name), schedule_tick(op, namespace, name, seen)))
+            elif work == "retry":
+                calls.append(((namespace, name), retry(op, namespace, name)))
+            else:
+                calls.append(((namespace, name), check_run(op, namespace, name)))
+    results = await asyncio.gather(*(c for _, c in calls), return_exceptions=True)
+    for (key, _), result in zip(calls, results, strict=True):
+        if isinstance(result, Exception):
+            log.warning("benchmark %s/%s: %s (tried again in a moment)", *key, result)
+
+
+async def run(op: Operator) -> None:
+    """The loop, until cancelled: a pass every :data:`TICK` seconds, a resync pass every
+    ``--resync-interval`` seconds (the first one :data:`FIRST_RESYNC` seconds after start,
+    once the watch has listed the benchmarks, so a restarted operator soon renews its runs'
+    Leases and notices what died while it was away)."""
+    loop = asyncio.get_running_loop()
+    next_resync = loop.time() + min(FIRST_RESYNC, op.config.resync_interval)
+    while True:
+        now = loop.time()
+        resync = now >= next_resync
+        if resync:
+            next_resync = now + op.config.resync_interval
+        await step(op, resync)
+        await asyncio.sleep(TICK)
