@@ -107,7 +107,7 @@ export PATH="$PATH:/usr/sbin:/sbin"
 mkdir -p "$OUT"
 exec 9>>"$OUT/.lock"
 if ! flock -n 9; then
-  echo "images: waiting for another image build to finish — lock $OUT/.lock"
+  echo "images: waiting for another image build to finish — lock $OUT/.lock" >&2
   flock 9
 fi
 if all_built; then print_list; exit 0; fi
