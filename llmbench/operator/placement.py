@@ -61,7 +61,10 @@ REDACTED = "<redacted>"
 #: or secret in it (``--hf-token``, ``HF_TOKEN``, ``--db-password``, ``--client_secret``).
 #: Generous on purpose (``--max-num-batched-tokens`` and ``--tokenizer`` lose their values
 #: too): status is readable by everyone who may read the benchmark, a target's pod spec is not.
-_SECRET_NAME = re.compile(r"api[-_]?key|token|passw(or)?d|secret", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"api[-_]?key|token(?!s|izer)|passw(or)?d|secret", re.IGNORECASE)
+#: Values no secret looks like, kept so that the stack diff still names a changed setting
+#: (``--time-to-first-token 10ms -> 80ms``): a number with an optional unit, a boolean.
+_PLAIN = re.compile(r"[0-9]+(\.[0-9]+)?[a-z]{0,3}|true|false", re.IGNORECASE)
 _BEARER = re.compile(r"(\bBearer\s+)[^\s\"']+", re.IGNORECASE)
 _WORDS = re.compile(r"(\s+)")
 
@@ -71,14 +74,14 @@ def _redact_words(words: Sequence[str]) -> list[str]:
     hide_next = False
     for word in words:
         if hide_next and not word.startswith("-"):
-            out.append(REDACTED)
+            out.append(word if _PLAIN.fullmatch(word) else REDACTED)
             hide_next = False
             continue
         hide_next = False
-        name, eq, _ = word.partition("=")
+        name, eq, value = word.partition("=")
         if _SECRET_NAME.search(name):
             if eq:
-                out.append(f"{name}={REDACTED}")
+                out.append(word if _PLAIN.fullmatch(value) else f"{name}={REDACTED}")
                 continue
             hide_next = name.startswith("-")  # --api-key VALUE: the next word is the value
         out.append(_BEARER.sub(rf"\g<1>{REDACTED}", word))
@@ -88,8 +91,9 @@ def _redact_words(words: Sequence[str]) -> list[str]:
 def redact_args(args: Sequence[str]) -> list[str]:
     """A target container's command and args with every secret-like value replaced by
     :data:`REDACTED`: ``--api-key=K`` and ``--api-key K`` (also ``*token*``, ``*password*``,
-    ``*secret*``), ``NAME_TOKEN=K``, ``Bearer K``, and the same inside a shell string
-    (``sh -c "vllm serve --api-key K"``).
+    ``*secret*``; not ``*tokens*`` or ``*tokenizer*``), ``NAME_TOKEN=K``, ``Bearer K``, and the
+    same inside a shell string (``sh -c "vllm serve --api-key K"``). A number (with a unit) or
+    a boolean is no secret and stays: ``--time-to-first-token 80ms`` is a setting to diff.
 
     Example: ``redact_args(["--api-key", "k", "--port", "8000"])`` is
     ``["--api-key", "<redacted>", "--port", "8000"]``.

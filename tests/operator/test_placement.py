@@ -107,6 +107,11 @@ R = "<redacted>"
     (["sh", "-c", "vllm serve m --api-key sk-1  --port 8000 -H 'Authorization: Bearer sk-2'"],
      ["sh", "-c", f"vllm serve m --api-key {R}  --port 8000 -H 'Authorization: Bearer {R}'"]),
     (["vllm", "serve", "m", "--port", "8000"], ["vllm", "serve", "m", "--port", "8000"]),
+    # settings named like a secret whose values are figures, and token counts, stay
+    (["--time-to-first-token", "80ms", "--inter-token-latency=10", "--max-num-batched-tokens",
+      "2048", "--tokenizer", "org/tok", "--hf-token", "1234abcd"],
+     ["--time-to-first-token", "80ms", "--inter-token-latency=10", "--max-num-batched-tokens",
+      "2048", "--tokenizer", "org/tok", "--hf-token", R]),
 ])
 def test_secret_like_target_arguments_are_redacted(args: list[str], shown: list[str]) -> None:
     assert redact_args(args) == shown
