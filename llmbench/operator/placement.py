@@ -64,7 +64,7 @@ REDACTED = "<redacted>"
 _SECRET_NAME = re.compile(r"api[-_]?key|token(?!s|izer)|passw(or)?d|secret", re.IGNORECASE)
 #: Values no secret looks like, kept so that the stack diff still names a changed setting
 #: (``--time-to-first-token 10ms -> 80ms``): a number with an optional unit, a boolean.
-_PLAIN = re.compile(r"[0-9]+(\.[0-9]+)?[a-z]{0,3}|true|false", re.IGNORECASE)
+_PLAIN = re.compile(r"[0-9]{1,10}(\.[0-9]{1,6})?[a-z]{0,3}|true|false", re.IGNORECASE)
 _BEARER = re.compile(r"(\bBearer\s+)[^\s\"']+", re.IGNORECASE)
 _WORDS = re.compile(r"(\s+)")
 
