@@ -366,7 +366,7 @@ def test_a_targets_secret_like_arguments_are_redacted_in_status_and_events(
     k8s.wait_for("the keyed pod to be Ready",
                  lambda: ready_pods(k8s, namespace, "app=keyed-server"), 90,
                  diag=lambda: k8s.describe(namespace))
-    k8s.apply(benchmark("keyed", namespace, {"url": "http://127.0.0.1:9",
+    k8s.apply(benchmark("keyed", namespace, {"url": f"http://keyed.{namespace}.svc:8000",
                                              "podSelector": {"matchLabels": labels}},
                         telemetry={"dcgm": "off", "serverMetrics": "off"},
                         sweep={"type": "concurrency", "values": [1]}))
