@@ -135,6 +135,9 @@ def _convert(node: dict[str, Any], defs: dict[str, Any]) -> tuple[dict[str, Any]
         if key == "items":
             out[key], _ = _convert(value, defs)
             continue
+        if key == "const":  # a one-value Literal: OpenAPI v3.0 (the CRD's) has no const
+            out["enum"] = [copy.deepcopy(value)]
+            continue
         if key not in _KEPT:
             raise SchemaError(f"{key!r} has no structural-schema form here: {node}")
         out[key] = copy.deepcopy(value)

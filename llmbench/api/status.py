@@ -33,6 +33,7 @@ __all__ = [
     "PointStatus",
     "RegressionVerdict",
     "RunDigest",
+    "SearchStatus",
     "ShardLoadStatus",
     "StackStatus",
     "VerdictRow",
@@ -125,6 +126,23 @@ class KneeStatus(StatusModel):
     message: str = ""
 
 
+class SearchStatus(StatusModel):
+    """An adaptive max-load-under-SLO search (``spec.sweep.search``): its answer and probes."""
+
+    answer: float | None = Field(default=None, description="Highest load meeting every SLO.")
+    first_failing: float | None = Field(
+        default=None, description="Lowest probed load that broke the SLO."
+    )
+    resolution: str = Field(default="", description="'1' or '5 %' (of the value).")
+    probes: list[str] = Field(
+        default_factory=list, description="The probes in order, 'value:pass' or 'value:fail'."
+    )
+    grid_points: int | None = Field(
+        default=None, description="Points a grid of the same resolution would have run."
+    )
+    converged: bool = Field(default=False, description="The resolution (or a range end) reached.")
+
+
 class MaxUnderSloStatus(StatusModel):
     """The highest-throughput point that meets every SLO, and the first one that does not."""
 
@@ -134,6 +152,9 @@ class MaxUnderSloStatus(StatusModel):
     first_failing_value: float | None = None
     first_failing_metric: str | None = None
     message: str = ""
+    search: SearchStatus | None = Field(
+        default=None, description="The adaptive search that found it, when the sweep ran one."
+    )
 
 
 class VerdictRow(StatusModel):

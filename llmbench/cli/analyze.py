@@ -52,7 +52,11 @@ SLO_FLAG_KEYS = {k: Slo.model_fields[f].alias or f for k, f in Slo.LIMITS.items(
 _SWEEP_FLAGS = {
     **{f"spec.{path}": flag for path, flag in ANALYZE_FLAGS.values()},
     "spec.sweep": "--sweep-range/--sweep-list",
+    "spec.sweep.search": "--search",
 }
+
+#: ``--search`` goals as typed → the spec's ``sweep.search.goal``.
+SEARCH_GOALS = {"max-under-slo": "maxUnderSlo", "maxUnderSlo": "maxUnderSlo"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -107,6 +111,9 @@ def spec_from_args(args: argparse.Namespace) -> Spec:
         "onPointFailure": args.on_point_failure,
         **({"range": rng} if values is None else {"values": values}),
     }
+    search = search_document(args)
+    if search is not None:
+        doc["sweep"]["search"] = search
     doc["repetitions"] = args.repetitions
     doc["cost"] = {"currency": args.currency}
     if args.price_per_hour is not None:
@@ -115,6 +122,22 @@ def spec_from_args(args: argparse.Namespace) -> Spec:
         return Spec.from_manifest(doc)
     except SpecError as exc:
         raise profile_cli.flag_error(exc, _SWEEP_FLAGS) from None
+
+
+def search_document(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--search max-under-slo [--search-resolution N]`` -> ``sweep.search``; ValueError
+    naming the flag."""
+    if args.search is None:
+        if args.search_resolution is not None:
+            raise ValueError("--search-resolution: needs --search max-under-slo")
+        return None
+    goal = SEARCH_GOALS.get(args.search)
+    if goal is None:
+        raise ValueError(f"--search {args.search!r}: expected max-under-slo")
+    out: dict[str, Any] = {"goal": goal}
+    if args.search_resolution is not None:
+        out["resolution"] = args.search_resolution
+    return out
 
 
 def spec_from_file(path: Path) -> tuple[Spec, str | None]:

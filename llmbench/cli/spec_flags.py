@@ -327,7 +327,8 @@ _OUTPUT: Layout = (
 _SWEEP: Layout = (
     ("sweep", (
         "--file", "--sweep-type", "--sweep-range", "--sweep-list", "--repetitions",
-        "--stop-after-knee", "--on-point-failure", "--restart",
+        "--stop-after-knee", "--on-point-failure", "--search", "--search-resolution",
+        "--restart",
     )),
     ("analysis", ("--slo", "--price-per-hour", "--currency", "--no-plots")),
 )

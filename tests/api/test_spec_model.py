@@ -481,6 +481,21 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         "spec.sweep.values",
     ),
     "sweep.values-unique": ({"sweep": {"values": [1, 2, 1]}}, "spec.sweep.values"),
+    "sweep.search-load-axis": (
+        {"sweep": {"type": "input_sequence_length", "range": "16:64", "search": {}},
+         "slo": {"ttftP99Ms": 9}},
+        "spec.sweep.search",
+    ),
+    "sweep.search-whole-resolution": (
+        {"sweep": {"range": "1:8", "search": {"resolution": 1.5}}, "slo": {"ttftP99Ms": 9}},
+        "spec.sweep.search.resolution",
+    ),
+    "sweep.search-not-after-knee": (
+        {"sweep": {"range": "1:8", "search": {}, "stopAfterKnee": True},
+         "slo": {"ttftP99Ms": 9}},
+        "spec.sweep.stopAfterKnee",
+    ),
+    "spec.search-needs-slo": ({"sweep": {"range": "1:8", "search": {}}}, "spec.sweep.search"),
     "slo.goodput-ratio-needs-latency-limit": (
         {"slo": {"goodputRatio": 0.9}},
         "spec.slo.goodputRatio",

@@ -168,6 +168,19 @@ INVALID = [
         {"target": URL, "sweep": {"type": "request_rate", "values": [-1]}},
     ),
     rule_case("sweep.values-unique", {"target": URL, "sweep": {"values": [1, 2, 1]}}),
+    rule_case("sweep.search-load-axis", {
+        "target": URL, "slo": {"ttftP99Ms": 9},
+        "sweep": {"type": "input_sequence_length", "range": "16:64", "search": {}},
+    }),
+    rule_case("sweep.search-whole-resolution", {
+        "target": URL, "slo": {"ttftP99Ms": 9},
+        "sweep": {"range": "1:8", "search": {"resolution": 1.5}},
+    }),
+    rule_case("sweep.search-not-after-knee", {
+        "target": URL, "slo": {"ttftP99Ms": 9},
+        "sweep": {"range": "1:8", "search": {}, "stopAfterKnee": True},
+    }),
+    rule_case("spec.search-needs-slo", {"target": URL, "sweep": {"range": "1:8", "search": {}}}),
     rule_case(
         "slo.goodput-ratio-needs-latency-limit", {"target": URL, "slo": {"goodputRatio": 0.9}}
     ),

@@ -17,6 +17,8 @@ __all__ = [
     "KneeSummary",
     "PointMetrics",
     "RunInfo",
+    "SearchProbe",
+    "SearchSummary",
     "SloVerdict",
     "Spread",
     "SweepAnalysis",
@@ -206,6 +208,47 @@ class SloVerdict(ResultModel):
     messages: list[str]
 
 
+class SearchProbe(ResultModel):
+    """One probe of an adaptive search, in the order it ran."""
+
+    value: float
+    label: str
+    name: str
+    phase: Literal["doubling", "bisection"]
+    meets_slo: bool
+    violations: list[str]
+
+
+class SearchSummary(ResultModel):
+    """An adaptive max-load-under-SLO search (``spec.sweep.search``): the answer, every probe
+    with its verdict, and what a grid of the same resolution would have cost.
+
+    ``answer`` is the highest load that met every SLO (None: the range's start already broke
+    it); ``first_failing`` the lowest that did not (None: the SLO held to the range's end).
+    ``converged``: the two are within the resolution, or the search hit an end of the range.
+    """
+
+    goal: str
+    low: float
+    high: float
+    resolution: float | None
+    relative_resolution: float | None
+    answer: float | None
+    answer_name: str | None
+    first_failing: float | None
+    converged: bool
+    probes: list[SearchProbe]
+    grid_points: int
+    message: str
+
+    @property
+    def resolution_text(self) -> str:
+        """The resolution as people read it: ``1`` (absolute) or ``5 %`` (of the value)."""
+        if self.resolution is not None:
+            return f"{self.resolution:g}"
+        return f"{(self.relative_resolution or 0.0) * 100:g} %"
+
+
 class CostSummary(ResultModel):
     """The deployment's price, for cost per million output tokens."""
 
@@ -235,3 +278,5 @@ class SweepAnalysis(ResultModel):
     stopped_on_failure: bool
     resumed: list[str]
     failed_points: list[str]
+    #: the adaptive search, when the sweep ran one (an optional key)
+    search: SearchSummary | None = None

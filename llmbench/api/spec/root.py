@@ -208,6 +208,16 @@ class Spec(ApiModel):
             check=lambda s: _replicas_share_ok(s),
             field_path=".runner.replicas",
         ),
+        Rule(
+            name="spec.search-needs-slo",
+            message="sweep.search looks for the highest load meeting the SLO: set at least one "
+            "of slo.ttftP99Ms, slo.itlP99Ms, slo.e2eP99Ms, slo.goodputRatio (--slo ttft_p99:MS)",
+            cel="!has(self.sweep) || !has(self.sweep.search) || (has(self.slo) && "
+            "(has(self.slo.ttftP99Ms) || has(self.slo.itlP99Ms) || has(self.slo.e2eP99Ms) || "
+            "has(self.slo.goodputRatio)))",
+            check=lambda s: s.sweep is None or s.sweep.search is None or bool(s.slo.limits()),
+            field_path=".sweep.search",
+        ),
     )
 
     target: Target = Field(description="The endpoint measured.")

@@ -25,11 +25,15 @@ __all__ = [
     "ON_POINT_FAILURE",
     "RANGE_PATTERN",
     "OnPointFailure",
+    "Search",
+    "SearchGoal",
     "Sweep",
     "range_parts",
 ]
 
 OnPointFailure = Literal["continue", "stop"]
+#: What an adaptive search looks for: the highest load that still meets every SLO.
+SearchGoal = Literal["maxUnderSlo"]
 
 ON_POINT_FAILURE: tuple[str, ...] = get_args(OnPointFailure)
 
@@ -59,7 +63,8 @@ def _cel_part(i: int) -> str:
 
 _CEL_START, _CEL_END, _CEL_STEP = _cel_part(0), _cel_part(1), _cel_part(2)
 _CEL_STEPPED = "self.range.split(':').size() == 3"
-_CEL_COUNTS = f"{cel_value('self.type', 'concurrency')} != 'request_rate'"  # integer types
+_CEL_TYPE = cel_value("self.type", "concurrency")
+_CEL_COUNTS = f"{_CEL_TYPE} != 'request_rate'"  # integer types
 
 
 def _range_whole(p: list[float]) -> bool:
@@ -71,6 +76,44 @@ def _range_size_ok(p: list[float]) -> bool:
     if len(p) < 3 or p[2] <= 0 or p[0] > p[1]:
         return True
     return (p[1] - p[0]) / p[2] + 1e-9 < float(MAX_RANGE_POINTS)
+
+
+class Search(ApiModel):
+    """Find the answer adaptively instead of measuring every point of a grid.
+
+    ``maxUnderSlo``: the highest load (concurrency or request rate) within the sweep's range
+    that meets every SLO (``spec.slo``). A coarse pass doubles the load from the range's start
+    until the SLO breaks (or the range ends), then bisection narrows the last passing and the
+    first failing load to ``resolution``; each probe is a full point, repetitions included.
+    Why: the grid's answer is only as fine as the grid, and a fine grid costs hours of GPU time.
+    """
+
+    goal: Annotated[
+        SearchGoal,
+        CliFlag(
+            "--search",
+            reads="text",  # max-under-slo on the command line: analyze maps it
+            metavar="max-under-slo",
+            default=None,
+            help="search adaptively for the highest load meeting every --slo, within the sweep "
+            "range (doubling until the SLO breaks, then bisection) instead of the whole grid",
+        ),
+    ] = Field(default="maxUnderSlo", description="What to search for.")
+    resolution: Annotated[
+        Float | None,
+        CliFlag(
+            "--search-resolution",
+            reads="number",
+            metavar="N",
+            help="with --search: stop when the last passing and the first failing load are N "
+            "apart (default 1 for concurrency, 5% of the value for request rates)",
+        ),
+    ] = Field(
+        default=None,
+        gt=0,
+        description="Stop bisecting when the last passing and first failing load are this far "
+        "apart (default: 1 for concurrency, 5 % of the value for request rates).",
+    )
 
 
 class Sweep(ApiModel):
@@ -196,6 +239,31 @@ class Sweep(ApiModel):
             check=lambda s: s.values is None or all(s.values.count(v) == 1 for v in s.values),
             field_path=".values",
         ),
+        Rule(
+            name="sweep.search-load-axis",
+            message="sweep.search finds a load: it needs sweep.type concurrency or request_rate",
+            cel=f"!has(self.search) || {_CEL_TYPE} == 'concurrency' || "
+            f"{_CEL_TYPE} == 'request_rate'",
+            check=lambda s: s.search is None or s.type in ("concurrency", "request_rate"),
+            field_path=".search",
+        ),
+        Rule(
+            name="sweep.search-whole-resolution",
+            message="sweep.search.resolution of a concurrency sweep must be a whole number "
+            "(requests in flight), e.g. 1",
+            cel="!has(self.search) || !has(self.search.resolution) || "
+            f"{_CEL_TYPE} != 'concurrency' || {cel_whole('self.search.resolution')}",
+            check=lambda s: s.search is None or s.search.resolution is None
+            or s.type != "concurrency" or is_whole(s.search.resolution),
+            field_path=".search.resolution",
+        ),
+        Rule(
+            name="sweep.search-not-after-knee",
+            message="sweep.search picks the points itself: remove sweep.stopAfterKnee",
+            cel="!has(self.search) || !(has(self.stopAfterKnee) && self.stopAfterKnee)",
+            check=lambda s: s.search is None or not s.stop_after_knee,
+            field_path=".stopAfterKnee",
+        ),
     )
 
     type: Annotated[
@@ -247,6 +315,11 @@ class Sweep(ApiModel):
             help="a point that fails entirely (server down): go on or stop (default continue)",
         ),
     ] = Field(default="continue", description="A failed point: go on or stop.")
+    search: Search | None = Field(
+        default=None,
+        description="Search adaptively within range (or values' lowest to highest) instead of "
+        "running every point: goal maxUnderSlo.",
+    )
 
     def _after_rules(self) -> list[tuple[str, str]]:
         """What sweep_values still refuses once every declared rule holds (Python only).

@@ -29,6 +29,7 @@ from llmbench.api.status import (
     MaxUnderSloStatus,
     PointStatus,
     RunDigest,
+    SearchStatus,
     ShardLoadStatus,
     dump,
 )
@@ -221,6 +222,16 @@ def max_under_slo_status(data: SweepAnalysis) -> MaxUnderSloStatus | None:
     if slo is None:
         return None
     out = MaxUnderSloStatus(message="; ".join(slo.messages))
+    search = data.search
+    if search is not None:
+        out.search = SearchStatus(
+            answer=search.answer,
+            first_failing=search.first_failing,
+            resolution=search.resolution_text,
+            probes=[f"{p.value:g}:{'pass' if p.meets_slo else 'fail'}" for p in search.probes],
+            grid_points=search.grid_points,
+            converged=search.converged,
+        )
     if slo.best_index is not None:
         best = data.points[slo.best_index]
         out.value = best.value

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from llmbench.api.results import PointResult, SweepAnalysis
+from llmbench.api.results import PointResult, SearchSummary, SweepAnalysis
 from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, TELEMETRY_PNG
 from llmbench.runner.artifacts.read import load_records, load_summary
 from llmbench.runner.client.records import RequestRecord
@@ -127,6 +127,28 @@ def _records(records: RecordsOf, names: Iterable[str]) -> list[RequestRecord]:
     return [rec for name in names for rec in records(name)]
 
 
+def _search_table(search: SearchSummary) -> str:
+    """The probes of an adaptive search in the order they ran, the answer's row marked."""
+    rows = [
+        "<table><tr><th>probe</th><th>phase</th><th>load</th><th>meets SLO</th>"
+        "<th>violations</th></tr>"
+    ]
+    for k, p in enumerate(search.probes, 1):
+        cls = ' class="best"' if p.value == search.answer else ""
+        rows.append(
+            f"<tr{cls}><td>{k}</td><td>{p.phase}</td><td>{html.escape(p.label)}</td>"
+            f"<td>{'yes' if p.meets_slo else 'no'}</td>"
+            f"<td>{html.escape('; '.join(p.violations))}</td></tr>"
+        )
+    rows.append("</table>")
+    note = (
+        f"<p class=\"note\">{len(search.probes)} probes at resolution "
+        f"{html.escape(search.resolution_text)}; a grid of that resolution over "
+        f"{search.low:g}..{search.high:g} needs {search.grid_points} points</p>"
+    )
+    return "".join(rows) + note
+
+
 def render_report(
     result: SweepResult, data: SweepAnalysis, records: RecordsOf, out: Path
 ) -> Path:
@@ -176,6 +198,8 @@ def render_report(
     ]
     css = {"info": "note", "warn": "note warn", "error": "note err"}
     body += [f"<p class=\"{css[sev]}\">{html.escape(line)}</p>" for sev, line in findings(data)]
+    if data.search is not None:
+        body += ["<h2>Max load under SLO: the search</h2>", _search_table(data.search)]
     body += ["<h2>Summary (analyze_export_genai_perf.csv)</h2>", _csv_table(summary, classes)]
     if gpu is not None:
         body += ["<h2>GPU telemetry</h2>", _csv_table(gpu)]

@@ -28,6 +28,8 @@ from llmbench.api.results import (
     KneeSummary,
     PointResult,
     RunInfo,
+    SearchProbe,
+    SearchSummary,
     SloVerdict,
     SweepAnalysis,
     SweepPoint,
@@ -52,6 +54,14 @@ from llmbench.runner.sweep.run import (
     PointRun,
     SweepResult,
     point_name,
+    probe_verdicts,
+)
+from llmbench.runner.sweep.search import (
+    RELATIVE_RATE_RESOLUTION,
+    bounds,
+    grid_points,
+    next_probe,
+    search_plan,
 )
 
 __all__ = [
@@ -212,6 +222,75 @@ def analysis(result: SweepResult) -> SweepAnalysis:
         stopped_on_failure=result.stopped_on_failure,
         resumed=list(result.resumed),
         failed_points=[p.name for p in points if p.status == "failed"],
+        search=search_summary(result, points),
+    )
+
+
+def search_summary(result: SweepResult, points: Sequence[SweepPoint]) -> SearchSummary | None:
+    """The adaptive search's answer, probes and grid cost; None for a grid sweep.
+
+    A probe is ``doubling`` up to and including the first failure, ``bisection`` after it.
+    """
+    plan = search_plan(result.spec)
+    if plan is None:
+        return None
+    verdicts = probe_verdicts(result)
+    by_value = {p.value: p for p in points}
+    probes: list[SearchProbe] = []
+    failed_yet = False
+    for value, ok in verdicts:
+        p = by_value[value]
+        probes.append(SearchProbe(
+            value=value, label=p.label, name=p.name,
+            phase="bisection" if failed_yet else "doubling",
+            meets_slo=ok, violations=list(p.violations or ()),
+        ))
+        failed_yet = failed_yet or not ok
+    passed, failed = bounds(verdicts)
+    converged = not result.interrupted and not result.stopped_on_failure and bool(verdicts) and (
+        next_probe(plan, verdicts) is None
+    )
+    summary = SearchSummary(
+        goal="maxUnderSlo",
+        low=plan.low,
+        high=plan.high,
+        resolution=plan.resolution,
+        relative_resolution=RELATIVE_RATE_RESOLUTION if plan.resolution is None else None,
+        answer=passed,
+        answer_name=by_value[passed].name if passed is not None else None,
+        first_failing=failed,
+        converged=converged,
+        probes=probes,
+        grid_points=grid_points(plan),
+        message="",
+    )
+    summary.message = _search_message(result, summary)
+    return summary
+
+
+def _search_message(result: SweepResult, search: SearchSummary) -> str:
+    """The search's answer in one line: the load, the first failing one, the probes it took
+    against the grid's points."""
+    st = result.sweep_type
+    shown = ", ".join(f"{k} {v:g}" for k, v in result.spec.slo.limits().items())
+    if not search.probes:
+        return "max load under SLO: the search has not measured a point yet"
+    if search.answer is None:
+        message = (
+            f"max load under SLO ({shown}): none; the range's start, "
+            f"{value_label(st, search.low)}, already breaks it"
+        )
+    else:
+        above = (
+            f", first failing {value_label(st, search.first_failing)}"
+            if search.first_failing is not None
+            else f"; the SLO held to the range's end ({value_label(st, search.high)})"
+        )
+        message = f"max load under SLO ({shown}): {value_label(st, search.answer)}{above}"
+    state = "" if search.converged else " (not finished: run the sweep again to resume)"
+    return message + (
+        f"; {len(search.probes)} probes at resolution {search.resolution_text}{state}, where a "
+        f"grid of that resolution over the range needs {search.grid_points} points"
     )
 
 
@@ -293,6 +372,8 @@ def table1_columns(data: SweepAnalysis) -> list[str]:
         cols.append("Energy per Output Token (J)")
     if st in KNEE_SWEEPS:
         cols.append("Knee")
+    if data.search is not None:
+        cols += ["Search Probe", "Max Under SLO"]
     if data.repetitions > 1:
         cols += ["Repetitions", "Max Spread (%)", "Unstable Metrics"]
     if any(p.replicas for p in data.points):
@@ -347,6 +428,7 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
         ),
         "Energy per Output Token (J)": format_value(p.joules_per_output_token, 4),
         "Knee": "yes" if knee is not None and knee.name == p.name else "",
+        **_search_cells(data, p),
         "Repetitions": str(len([r for r in p.runs if r.status == DONE])),
         "Max Spread (%)": format_value(
             max((s.spread_pct for s in p.spreads.values()), default=None), 1
@@ -357,6 +439,20 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
         "Status": "ok" if p.status == "ok" else f"failed: {p.reason}",
     }
     return row
+
+
+def _search_cells(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
+    """A search's cells: the point's probe number and phase (``3 doubling``), and ``yes`` on
+    the answer."""
+    search = data.search
+    if search is None:
+        return {}
+    k = next((i for i, pr in enumerate(search.probes, 1) if pr.value == p.value), None)
+    phase = search.probes[k - 1].phase if k is not None else ""
+    return {
+        "Search Probe": f"{k} {phase}" if k is not None else "",
+        "Max Under SLO": "yes" if search.answer == p.value else "",
+    }
 
 
 #: How much a finding matters: ``info`` is a result, ``warn`` weakens one, ``error`` is a loss.
@@ -372,6 +468,8 @@ def findings(data: SweepAnalysis) -> list[tuple[Severity, str]]:
     slo = data.slo
     if slo is not None:
         out += [("info", m) for m in slo.messages]
+    if data.search is not None:
+        out.append(("info" if data.search.converged else "warn", data.search.message))
     price = data.cost.price_per_hour
     if price is not None and slo is not None and slo.best_index is not None:
         cost = data.points[slo.best_index].cost_per_million_output_tokens

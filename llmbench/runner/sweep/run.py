@@ -16,6 +16,10 @@ Sweep values (``--sweep-range start:end[:step]`` or ``--sweep-list a,b,c``):
 
 Concurrency and sequence lengths are whole numbers >= 1; request rates are > 0.
 
+With ``sweep.search`` the range bounds an adaptive search instead (:mod:`.search`): each
+probe is chosen from the verdicts of those before it, so ``values`` grows, in load order, as
+the probes are chosen, and a resumed search re-derives the same probes from the checkpoint.
+
 Point folders, GenAI-Perf's: ``<model>-openai-<endpoint-type>-concurrency<N>``
 (``request_rate<R>`` for rate sweeps);
 length sweeps append ``-isl<N>``/``-osl<N>`` to the load's own name; with repetitions,
@@ -27,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +48,8 @@ from llmbench.runner.client.transport import ConnectError
 from llmbench.runner.point.config import point_config
 from llmbench.runner.point.preflight import ProfileError
 from llmbench.runner.point.profile import run_profile
-from llmbench.runner.sweep.knee import PointMetrics, find_knee
+from llmbench.runner.sweep.knee import PointMetrics, evaluate_slo, find_knee
+from llmbench.runner.sweep.search import SearchPlan, next_probe, search_plan
 
 __all__ = [
     "CHECKPOINT",
@@ -330,12 +335,14 @@ async def run_sweep(
     done: dict[str, dict[str, Any]] = (
         {k: v for k, v in ckpt["points"].items() if v.get("status") == DONE} if ckpt else {}
     )
-    result = SweepResult(spec, run_dir, model, sweep_type, values)
+    plan = search_plan(spec)
+    result = SweepResult(spec, run_dir, model, sweep_type, [] if plan is not None else values)
     on_failure = spec.sweep.on_point_failure if spec.sweep is not None else "continue"
     stop_after_knee = spec.sweep is not None and spec.sweep.stop_after_knee
-    total = len(values) * spec.repetitions
+    total = len(values) * spec.repetitions if plan is None else None
     n = 0
-    for vi, (value, raw) in enumerate(zip(values, raw_values, strict=True)):
+    grid = list(zip(values, raw_values, strict=True))
+    for vi, (value, raw) in enumerate(_sequence(result, plan, grid)):
         for rep in range(1, spec.repetitions + 1):
             n += 1
             name = point_name(spec, model, sweep_type, value, rep)
@@ -354,8 +361,9 @@ async def run_sweep(
                 result.interrupted = True
                 break
             if n == len(result.resumed) + 1 and result.resumed:
+                of = f" of {total}" if total is not None else ""
                 say(
-                    f"resuming from {ckpt_path}: {len(result.resumed)} of {total} points already "
+                    f"resuming from {ckpt_path}: {len(result.resumed)}{of} points already "
                     f"done ({', '.join(result.resumed)}); continuing with {name}"
                 )
             cfg = point_config(spec, raw, api_key=api_key, headers=headers, preflight=preflight)
@@ -363,7 +371,7 @@ async def run_sweep(
             cfg.artifact_dir = point_dir
             for key, option in (point_options or {}).items():
                 setattr(cfg, key, option)
-            say(f"[{n}/{total}] {name}")
+            say(f"[{n}/{total}] {name}" if total is not None else f"[search {n}] {name}")
             try:
                 pr = await runner(cfg, stop)
             except (ProfileError, ConnectError, OSError, TimeoutError) as exc:
@@ -398,6 +406,30 @@ async def run_sweep(
         say(f"{ckpt_path}: all {len(result.resumed)} points were already done; nothing re-run")
     write_checkpoint(result)
     return result
+
+
+def probe_verdicts(result: SweepResult) -> list[tuple[float, bool]]:
+    """Each value measured so far, in the order first measured, and whether it met every SLO
+    (its repetitions' mean figures, as the analysis judges it)."""
+    limits = result.spec.slo.limits()
+    groups = {g[0].value: g for g in result.by_value()}
+    order = dict.fromkeys(r.value for r in result.runs)
+    return [(v, not evaluate_slo(aggregate(groups[v])[0], limits)) for v in order]
+
+
+def _sequence(
+    result: SweepResult, plan: SearchPlan | None, grid: list[tuple[float, float | None]]
+) -> Iterator[tuple[float, float | None]]:
+    """The values to run: the grid's, or a search's next probe after each measured one (its
+    value is added to ``result.values`` in load order as it is chosen)."""
+    if plan is None:
+        yield from grid
+        return
+    while (value := next_probe(plan, probe_verdicts(result))) is not None:
+        if value in result.values:  # a probe is never repeated; stop rather than loop
+            return
+        result.values = sorted([*result.values, value])
+        yield value, value
 
 
 def _index_of(result: SweepResult, value: float) -> int:
