@@ -301,7 +301,8 @@ _POINT: Layout = (
         "--header", "--request-timeout", "--no-preflight",
     )),
     ("load", (
-        "--concurrency", "--request-rate", "--request-rate-mode", "--max-concurrency",
+        "--concurrency", "--request-rate", "--request-rate-mode", "--burstiness", "--ramp-up",
+        "--max-concurrency",
         "--request-count", "--measurement-duration", "--measurement-interval",
         "--stability-percentage", "--fixed-schedule", "--num-sessions", "--session-concurrency",
         "--session-turns-mean", "--session-turns-stddev", "--session-turn-delay-mean",

@@ -496,6 +496,15 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         "spec.sweep.stopAfterKnee",
     ),
     "spec.search-needs-slo": ({"sweep": {"range": "1:8", "search": {}}}, "spec.sweep.search"),
+    "load.burstiness-needs-gamma": (
+        {"load": {"mode": "request_rate", "requestRate": 5, "burstiness": 0.5}},
+        "spec.load.burstiness",
+    ),
+    "load.ramp-up-one-sender": (
+        {"load": {"mode": "request_rate", "requestRate": 5, "rampUpSeconds": 5, "workers": 2}},
+        "spec.load.rampUpSeconds",
+    ),
+    "spec.ramp-up-open-loop": ({"load": {"rampUpSeconds": 5}}, "spec.load.rampUpSeconds"),
     "slo.goodput-ratio-needs-latency-limit": (
         {"slo": {"goodputRatio": 0.9}},
         "spec.slo.goodputRatio",

@@ -181,6 +181,13 @@ INVALID = [
         "sweep": {"range": "1:8", "search": {}, "stopAfterKnee": True},
     }),
     rule_case("spec.search-needs-slo", {"target": URL, "sweep": {"range": "1:8", "search": {}}}),
+    rule_case("load.burstiness-needs-gamma", {
+        "target": URL, "load": {"mode": "request_rate", "requestRate": 5, "burstiness": 0.5},
+    }),
+    rule_case("load.ramp-up-one-sender", {"target": URL, "load": {
+        "mode": "request_rate", "requestRate": 5, "rampUpSeconds": 5, "workers": 2,
+    }}),
+    rule_case("spec.ramp-up-open-loop", {"target": URL, "load": {"rampUpSeconds": 5}}),
     rule_case(
         "slo.goodput-ratio-needs-latency-limit", {"target": URL, "slo": {"goodputRatio": 0.9}}
     ),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import model_validator
 
@@ -66,10 +66,16 @@ class Count(ResultModel):
 
 
 class Goodput(Figure):
-    """Requests per second meeting every SLO, the limits used and how many requests met them."""
+    """Requests per second meeting every SLO, the limits used and how many requests met them.
+
+    ``latency_from`` says where TTFT and request latency were judged from: ``schedule`` (the
+    scheduled send, open loop: what a user waits, queueing in the client included) or
+    ``send`` (the actual send; closed loop, where the two are the same).
+    """
 
     slo: dict[str, float]
     good_requests: int
+    latency_from: Literal["schedule", "send"] | None = None
 
 
 class ErrorKind(ResultModel):
@@ -101,11 +107,26 @@ class TokenCounts(ResultModel):
     input_tokens_mismatch: int
 
 
+class InterArrival(ResultModel):
+    """The gaps between consecutive sends of the measured requests: their mean and their
+    coefficient of variation (std / mean: 0 evenly spaced, 1 Poisson, 1/sqrt(K) gamma K)."""
+
+    gaps: int
+    mean_ms: float
+    cv: float
+
+
 class Dispatch(ResultModel):
-    """Open-loop runs: how late sends left against their schedule, and the rate achieved."""
+    """Open-loop runs: how late sends left against their schedule, and the rate achieved.
+
+    ``scheduled_gaps`` are the schedule's inter-arrival gaps, ``achieved_gaps`` those of the
+    actual sends (optional keys): a client that bunched or smoothed the arrivals shows there.
+    """
 
     lag_ms: Stat
     achieved_request_rate: float | None
+    scheduled_gaps: InterArrival | None = None
+    achieved_gaps: InterArrival | None = None
 
 
 class Window(ResultModel):
@@ -263,12 +284,17 @@ GENAI_PERF_METRICS = (
 #: ``goodput``; its rate is GenAI-Perf's ``request_goodput``).
 _GENAI_PERF_FIELDS = frozenset({*GENAI_PERF_METRICS, "goodput", "genai_perf_config"})
 
+#: Goodput's keys written under ``llmbench.goodput`` (its rate is ``request_goodput``).
+_GOODPUT_OURS = ("slo", "good_requests", "latency_from")
+
 #: PointResult fields written under :data:`OURS` (when set), in this order.
 OUR_FIELDS = (
     "inter_chunk_gap",
     "errors",
     "token_counts",
     "dispatch",
+    "time_to_first_token_from_schedule",
+    "request_latency_from_schedule",
     "window",
     "interrupted",
     "stop_reason",
@@ -316,6 +342,10 @@ class PointResult(ResultModel):
     errors: Errors
     token_counts: TokenCounts
     dispatch: Dispatch | None = None
+    #: open loop: TTFT and request latency from the *scheduled* send (dispatch lag included),
+    #: beside the service-time figures above, which start at the actual send
+    time_to_first_token_from_schedule: Stat | None = None
+    request_latency_from_schedule: Stat | None = None
     window: Window
     interrupted: bool = False
     #: why the point ended before its budget, e.g. ``target unreachable since T: <error>``;
@@ -374,8 +404,7 @@ class PointResult(ResultModel):
             doc["input_config"] = flat["genai_perf_config"]
         ours: dict[str, Any] = {}
         if self.goodput is not None:
-            ours["goodput"] = {"slo": flat["goodput"]["slo"],
-                               "good_requests": flat["goodput"]["good_requests"]}
+            ours["goodput"] = {k: v for k, v in flat["goodput"].items() if k in _GOODPUT_OURS}
         ours.update((k, v) for k, v in flat.items() if k not in _GENAI_PERF_FIELDS)
         doc[OURS] = ours
         return doc
@@ -391,7 +420,7 @@ class PointResult(ResultModel):
             return "input_config" + path[len("genai_perf_config"):]
         if head in cls.model_fields and head not in _GENAI_PERF_FIELDS:
             return f"{OURS}.{path}"
-        if head == "goodput" and len(loc) > 1 and loc[1] in ("slo", "good_requests"):
+        if head == "goodput" and len(loc) > 1 and loc[1] in _GOODPUT_OURS:
             return f"{OURS}.{path}"
         if head == "goodput":
             return "request_goodput" + path[len("goodput"):]

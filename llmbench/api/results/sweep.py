@@ -16,6 +16,7 @@ __all__ = [
     "GpuRow",
     "KneeSummary",
     "PointMetrics",
+    "SCHEDULE_FIGURES",
     "RunInfo",
     "SearchProbe",
     "SearchSummary",
@@ -24,6 +25,10 @@ __all__ = [
     "SweepAnalysis",
     "SweepPoint",
 ]
+
+#: PointMetrics' latencies from the scheduled send (open loop), beside the figures.
+SCHEDULE_FIGURES = ("ttft_p99_from_schedule_ms", "e2e_p99_from_schedule_ms")
+
 
 class PointMetrics(ResultModel, PointFigures):
     """The figures of one sweep point (:class:`~llmbench.api.figures.PointFigures`: what the
@@ -40,6 +45,10 @@ class PointMetrics(ResultModel, PointFigures):
     completed: int = 0
     good_requests: int | None = None
     failed: str | None = None
+    #: open loop: p99 TTFT and request latency from the scheduled send (optional keys), which
+    #: the SLO verdicts judge when present
+    ttft_p99_from_schedule_ms: float | None = None
+    e2e_p99_from_schedule_ms: float | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -53,6 +62,7 @@ class PointMetrics(ResultModel, PointFigures):
         # The defaults are for building one by hand; the file lists every figure, None or not,
         # but the energy figure beside the metrics (SweepPoint.joules_per_output_token).
         written = set(type(self).model_fields) - {"joules_per_output_token"}
+        written -= {k for k in SCHEDULE_FIGURES if getattr(self, k) is None}
         object.__setattr__(self, "__pydantic_fields_set__", written)
         return self
 
@@ -85,6 +95,8 @@ class PointMetrics(ResultModel, PointFigures):
             ),
             completed=summary.window.completed_requests,
             good_requests=summary.goodput.good_requests if summary.goodput is not None else None,
+            ttft_p99_from_schedule_ms=p99(summary.time_to_first_token_from_schedule),
+            e2e_p99_from_schedule_ms=p99(summary.request_latency_from_schedule),
         )
 
 
@@ -197,7 +209,11 @@ class KneeSummary(ResultModel):
 
 
 class SloVerdict(ResultModel):
-    """Max OTT under SLO (the best point) and the first point that failed."""
+    """Max OTT under SLO (the best point) and the first point that failed.
+
+    ``latency_from``: TTFT and request latency limits were judged from the scheduled send
+    (``schedule``, open-loop points) or the actual send (``send``); an optional key.
+    """
 
     limits: dict[str, float]
     best_index: int | None
@@ -206,6 +222,7 @@ class SloVerdict(ResultModel):
     first_failure_index: int | None
     first_failure: str | None
     messages: list[str]
+    latency_from: Literal["schedule", "send"] | None = None
 
 
 class SearchProbe(ResultModel):

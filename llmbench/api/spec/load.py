@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 LoadMode = Literal["concurrency", "request_rate"]
-RateMode = Literal["constant", "poisson"]
+RateMode = Literal["constant", "poisson", "gamma"]
 
 LOAD_MODES: tuple[str, ...] = get_args(LoadMode)
 
@@ -138,6 +138,25 @@ class Load(ApiModel):
             field_path=".maxConcurrency",
         ),
         Rule(
+            name="load.burstiness-needs-gamma",
+            message="load.burstiness is the shape of gamma gaps: set load.requestRateMode "
+            "gamma, or remove load.burstiness",
+            cel="!has(self.burstiness) || "
+            f"{cel_value('self.requestRateMode', 'constant')} == 'gamma'",
+            check=lambda ld: ld.burstiness is None or ld.request_rate_mode == "gamma",
+            field_path=".burstiness",
+        ),
+        Rule(
+            name="load.ramp-up-one-sender",
+            message="load.rampUpSeconds ramps one sender's schedule: keep load.workers 1 and "
+            "no load.measurementIntervalMs",
+            cel="!has(self.rampUpSeconds) || ((has(self.workers) ? self.workers : 1) == 1 && "
+            "!has(self.measurementIntervalMs))",
+            check=lambda ld: ld.ramp_up_seconds is None
+            or (ld.workers == 1 and ld.measurement_interval_ms is None),
+            field_path=".rampUpSeconds",
+        ),
+        Rule(
             name="load.stability-needs-interval",
             message="load.stabilityPercentage needs load.measurementIntervalMs (the window it "
             "compares)",
@@ -217,7 +236,39 @@ class Load(ApiModel):
         default=None, gt=0, description="Requests per second (open loop)."
     )
     request_rate_mode: Annotated[RateMode, CliFlag("--request-rate-mode")] = Field(
-        default="constant", description="Arrival process."
+        default="constant",
+        description="Arrival process: evenly spaced, Poisson (exponential gaps) or gamma gaps "
+        "of shape burstiness (vLLM's --burstiness).",
+    )
+    burstiness: Annotated[
+        Float | None,
+        CliFlag(
+            "--burstiness",
+            metavar="K",
+            help="with --request-rate-mode gamma: the gaps' gamma shape K (mean 1/rate, CV "
+            "1/sqrt(K)); 1 is Poisson, below 1 burstier, above 1 more even (default 1)",
+        ),
+    ] = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="Gamma shape of the gaps (requestRateMode gamma): 1 is Poisson, < 1 "
+        "burstier, > 1 more even; the mean gap stays 1/rate.",
+    )
+    ramp_up_seconds: Annotated[
+        Float | None,
+        CliFlag(
+            "--ramp-up",
+            metavar="SECONDS",
+            help="open loop: the rate grows linearly from 0 to --request-rate over SECONDS; "
+            "the ramp's requests are warm-up, the measurement starts after it",
+        ),
+    ] = Field(
+        default=None,
+        gt=0,
+        le=86400,
+        description="The request rate grows linearly from 0 to its target over this many "
+        "seconds; requests sent during the ramp are warm-up (measured after it).",
     )
     max_concurrency: Annotated[PositiveInt | None, CliFlag("--max-concurrency")] = Field(
         default=None, description="Cap on in-flight requests (open loop)."

@@ -31,6 +31,9 @@ class LoadConfig:
     concurrency: int = 1
     request_rate: float | None = None
     rate_mode: str = field(default="constant", metadata={"spec": "load.request_rate_mode"})
+    #: gamma gaps' shape and the rate's linear ramp (s): see ``arrivals.schedule_offsets``
+    burstiness: float | None = field(default=None, metadata={"spec": "load.burstiness"})
+    ramp_up_s: float | None = field(default=None, metadata={"spec": "load.ramp_up_seconds"})
     max_concurrency: int | None = field(default=None, metadata={"spec": "load.max_concurrency"})
     request_count: int | None = 100
     measurement_duration_s: float | None = field(

@@ -16,6 +16,7 @@ from typing import Any
 
 from llmbench.api import Spec
 from llmbench.runner.artifacts.layout import default_artifact_dir
+from llmbench.runner.load.arrivals import ramp_arrivals
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.point.stability import DEFAULT_STABILITY_PERCENTAGE, StabilityConfig
@@ -241,6 +242,9 @@ def point_config(
     )
     if sessions is not None:  # the measured budget: every turn of every session
         load_cfg = replace(load_cfg, request_count=session_plan(load_cfg).total)
+    if load_cfg.ramp_up_s and load_cfg.request_rate:  # the ramp's sends are warm-up
+        ramp = ramp_arrivals(load_cfg)
+        load_cfg = replace(load_cfg, warmup_request_count=load_cfg.warmup_request_count + ramp)
     return ProfileConfig(
         url=target.base_url(spec.namespace),
         model=target.model or (w.models[0] if w.models else None),

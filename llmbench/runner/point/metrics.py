@@ -7,13 +7,16 @@ Definitions (see DESIGN.md):
   send and T_y the last token of the last measured request. Warm-up records never count.
 * Goodput = completed requests meeting every SLO / (T_y − T_x).
 * Inter-chunk gaps are reported under their own name: with multi-token chunks they are not ITL.
+* Open loop: TTFT and e2e also from the *scheduled* send (``…_from_schedule`` = the figure +
+  dispatch lag), and goodput judged from there, since a user waits from the schedule
+  (coordinated omission otherwise hides a client that fell behind); see docs/metrics.md.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +28,7 @@ from llmbench.api.results import (
     Errors,
     Figure,
     Goodput,
+    InterArrival,
     PointResult,
     Stat,
     TokenCounts,
@@ -68,12 +72,24 @@ class PerRequest:
     ttst_ms: float | None
     osl: int | None
     isl: int | None
+    #: open loop: TTFT and e2e from the scheduled send (None in closed loop)
+    ttft_from_schedule_ms: float | None = None
+    e2e_from_schedule_ms: float | None = None
+
+    def judged(self) -> PerRequest:
+        """The latencies a user waits, for SLOs: from the scheduled send where there is one."""
+        if self.e2e_from_schedule_ms is None:
+            return self
+        return replace(
+            self, ttft_ms=self.ttft_from_schedule_ms, e2e_ms=self.e2e_from_schedule_ms
+        )
 
 
 def per_request(rec: RequestRecord, streaming: bool) -> PerRequest:
     """Latencies of one completed request."""
     assert rec.last_token_ns is not None
     e2e = (rec.last_token_ns - rec.sent_ns) / 1e6
+    lag = None if rec.scheduled_ns is None else (rec.sent_ns - rec.scheduled_ns) / 1e6
     osl = rec.output_tokens if rec.output_tokens is not None else rec.output_tokens_client
     isl = rec.input_tokens if rec.input_tokens is not None else rec.input_tokens_client
     ttft = itl = ttst = None
@@ -83,7 +99,13 @@ def per_request(rec: RequestRecord, streaming: bool) -> PerRequest:
             itl = (e2e - ttft) / (osl - 1)
         if len(rec.chunk_ns) > 1:
             ttst = (rec.chunk_ns[1] - rec.chunk_ns[0]) / 1e6
-    return PerRequest(ttft, e2e, itl, ttst, osl, isl)
+    if lag is None:
+        return PerRequest(ttft, e2e, itl, ttst, osl, isl)
+    return PerRequest(
+        ttft, e2e, itl, ttst, osl, isl,
+        ttft_from_schedule_ms=None if ttft is None else ttft + lag,
+        e2e_from_schedule_ms=e2e + lag,
+    )
 
 
 def meets_slo(pr: PerRequest, slo: dict[str, float]) -> bool:
@@ -141,10 +163,19 @@ def summarize(
         return stats((v for v in values if v is not None), unit) if streaming else None
 
     optional: dict[str, Any] = {}
+    open_loop = any(d.e2e_from_schedule_ms is not None for d in derived)
     if slo:
-        good = sum(1 for d in derived if meets_slo(d, slo))
+        good = sum(1 for d in derived if meets_slo(d.judged(), slo))
         optional["goodput"] = Goodput(
-            unit="requests/sec", avg=per_second(good), slo=dict(slo), good_requests=good
+            unit="requests/sec", avg=per_second(good), slo=dict(slo), good_requests=good,
+            latency_from="schedule" if open_loop else "send",
+        )
+    if open_loop:
+        optional["time_to_first_token_from_schedule"] = streamed(
+            "ms", (d.ttft_from_schedule_ms for d in derived)
+        )
+        optional["request_latency_from_schedule"] = stats(
+            (d.e2e_from_schedule_ms for d in derived if d.e2e_from_schedule_ms is not None), "ms"
         )
     if streaming:
         gaps = ((b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False))
@@ -157,6 +188,10 @@ def summarize(
         optional["dispatch"] = Dispatch(
             lag_ms=lag_stats,
             achieved_request_rate=(len(sends) - 1) / span if span > 0 else None,
+            scheduled_gaps=inter_arrival(
+                [r.scheduled_ns for r in measured if r.scheduled_ns is not None]
+            ),
+            achieved_gaps=inter_arrival(sends),
         )
     return PointResult(
         request_throughput=Figure(unit="requests/sec", avg=per_second(len(ok))),
@@ -184,6 +219,17 @@ def summarize(
             warmup_requests=len(records) - len(measured),
         ),
         **optional,
+    )
+
+
+def inter_arrival(stamps_ns: Sequence[int]) -> InterArrival | None:
+    """Mean (ms) and CV of the gaps between consecutive sends; None under three sends."""
+    if len(stamps_ns) < 3:
+        return None
+    gaps = np.diff(np.sort(np.asarray(stamps_ns, dtype=np.float64))) / 1e6
+    mean = float(gaps.mean())
+    return InterArrival(
+        gaps=int(gaps.size), mean_ms=mean, cv=float(gaps.std() / mean) if mean > 0 else 0.0
     )
 
 

@@ -45,6 +45,7 @@ from llmbench.runner.sweep.knee import (
     SloResult,
     find_knee,
     knee_message,
+    latency_from,
     max_under_slo,
     slo_message,
     value_label,
@@ -120,6 +121,12 @@ ARTICLE_NAMES = {
 }
 
 KNEE_SWEEPS = ("concurrency", "request_rate")
+
+#: Said with the SLO verdicts of open-loop points.
+SCHEDULE_NOTE = (
+    "SLO latencies judged from the scheduled send (open loop: the dispatch lag counts, as a "
+    "user waits it)"
+)
 
 
 
@@ -211,7 +218,10 @@ def analysis(result: SweepResult) -> SweepAnalysis:
                 first_failure=(
                     points[slo.first_failure].name if slo.first_failure is not None else None
                 ),
-                messages=slo_message(slo, metrics, limits, result.sweep_type),
+                messages=slo_message(slo, metrics, limits, result.sweep_type) + (
+                    [SCHEDULE_NOTE] if latency_from(metrics) == "schedule" else []
+                ),
+                latency_from=latency_from(metrics),
             )
             if slo is not None
             else None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from llmbench.api.results import PointMetrics
 from llmbench.runner.labels import METRIC_LABELS
@@ -64,6 +65,21 @@ SLO_METRICS = {
     "e2e_p99": ("e2e_p99_ms", f"p99 {METRIC_LABELS['request_latency'].name.lower()}", "ms"),
     "goodput_ratio": ("goodput_ratio", "goodput ratio", ""),
 }
+
+
+#: PointMetrics latencies and their open-loop form from the scheduled send, which the SLO
+#: verdicts judge where a point has it.
+FROM_SCHEDULE = {
+    "ttft_p99_ms": "ttft_p99_from_schedule_ms",
+    "e2e_p99_ms": "e2e_p99_from_schedule_ms",
+}
+
+
+def latency_from(points: Sequence[PointMetrics]) -> Literal["schedule", "send"]:
+    """``schedule`` when the SLO verdicts judged latencies from the scheduled send (some
+    point ran open loop), else ``send``."""
+    return "schedule" if any(p.ttft_p99_from_schedule_ms is not None
+                             or p.e2e_p99_from_schedule_ms is not None for p in points) else "send"
 
 
 @dataclass(frozen=True)
@@ -209,6 +225,10 @@ def evaluate_slo(point: PointMetrics, limits: Mapping[str, float]) -> list[Viola
     out: list[Violation] = []
     for key, limit in limits.items():
         attr = SLO_METRICS[key][0]
+        # open loop: what a user waits, from the scheduled send (see latency_from)
+        scheduled = FROM_SCHEDULE.get(attr)
+        if scheduled is not None and getattr(point, scheduled) is not None:
+            attr = scheduled
         value = getattr(point, attr) if point.failed is None else None
         if value is None:
             # a latency that could not be measured cannot be shown to meet its limit
