@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from llmbench.api.results import (
+    Connects,
     Count,
     Dispatch,
     ErrorKind,
@@ -158,6 +159,10 @@ def summarize(
             lag_ms=lag_stats,
             achieved_request_rate=(len(sends) - 1) / span if span > 0 else None,
         )
+    connects = [r.connect_ns / 1e6 for r in measured if r.connect_ns is not None]
+    connect_stats = stats(connects, "ms")
+    if connect_stats is not None:
+        optional["connects"] = Connects(requests=len(connects), ms=connect_stats)
     return PointResult(
         request_throughput=Figure(unit="requests/sec", avg=per_second(len(ok))),
         request_latency=stats((d.e2e_ms for d in derived), "ms"),
