@@ -316,6 +316,7 @@ def run(args: argparse.Namespace) -> int:
             telemetry=telemetry_flags.collector_from_args(args, spec.target.base_url()),
             export_stem=export_stem(args.profile_export_file),
         )
+        cfg.preflight_timeout_s = args.preflight_timeout
         eventloop.loop_factory(args.event_loop)
     except ValueError as exc:
         print(f"llmbench profile: error: {exc}", file=sys.stderr)
