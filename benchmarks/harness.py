@@ -47,9 +47,10 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def run_child(cmd: list[str], timeout: float = 900,
-              env: dict[str, str] | None = None) -> tuple[str, float, float]:
-    """Runs ``cmd``; returns (stdout, CPU seconds, peak RSS MB) of that child and its workers.
+def run_child(cmd: list[str], timeout: float = 900, env: dict[str, str] | None = None,
+              stderr_lines: list[str] | None = None) -> tuple[str, float, float]:
+    """Runs ``cmd``; returns (stdout, CPU seconds, peak RSS MB) of that child and its workers
+    (``stderr_lines``, when given, receives its stderr).
 
     CPU comes from ``RUSAGE_CHILDREN`` deltas (exact, includes waited grandchildren); the RSS
     peak is the sum over the process tree, sampled every 50 ms.
@@ -71,6 +72,8 @@ def run_child(cmd: list[str], timeout: float = 900,
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
+    if stderr_lines is not None:
+        stderr_lines.extend(stderr.splitlines())
     if popen.returncode != 0:
         raise RuntimeError(f"{cmd[:4]} failed ({popen.returncode}): {stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -91,7 +94,8 @@ def raw_client(url: str, concurrency: int, requests: int, osl: int,
 
 
 def llmbench_profile(url: str, concurrency: int, requests: int, osl: int,
-                     *extra: str, isl: int = 16, code: str | None = None) -> dict[str, Any]:
+                     *extra: str, isl: int = 16, code: str | None = None,
+                     stderr_lines: list[str] | None = None) -> dict[str, Any]:
     """Runs ``llmbench profile`` as a user would and returns its summary, flattened to the
     keys the scripts read (GenAI-Perf's metrics and ours side by side).
 
@@ -103,7 +107,7 @@ def llmbench_profile(url: str, concurrency: int, requests: int, osl: int,
              "--concurrency", str(concurrency), "--request-count", str(requests),
              "--synthetic-input-tokens-mean", str(isl), "--output-tokens-mean", str(osl),
              "--extra-inputs", "ignore_eos:true", "--artifact-dir", tmp, *extra],
-            env={"PYTHONPATH": code} if code else None,
+            env={"PYTHONPATH": code} if code else None, stderr_lines=stderr_lines,
         )
         found = next(Path(tmp).rglob("*_genai_perf.json"))
         summary: dict[str, Any] = json.loads(found.read_text())
