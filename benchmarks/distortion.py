@@ -16,7 +16,16 @@ uvloop`` take turns against one sim; the table shows, per client, the median ove
 TTFT under that client's load (a busy client slows a server on the same CPUs) and the
 client's CPU seconds.
 
-    python benchmarks/distortion.py --waves c64 c256 --repeat 3
+Every run is a new client process, so its connections are fresh: the first wave meets a
+server that has not served on them yet. The last column splits each client's excess per wave
+(``send/recv`` ms, the means of the wave's requests, :func:`harness.wave_split`): the send
+side is the sim's read of the request head minus the client's send stamp (a stamp taken
+before the connection was open, or on one the server had not yet accepted, shows here), the
+receive side the client's first-token stamp minus the sim's write of the first token (a
+busy client loop shows here). Both are ``CLOCK_MONOTONIC`` on this host; their sum is the
+TTFT excess.
+
+    python benchmarks/distortion.py --waves c64 c256 --repeat 3 [--baseline DIR]
 """
 
 from __future__ import annotations
