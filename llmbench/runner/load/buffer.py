@@ -36,22 +36,14 @@ def memory_limit_bytes() -> int | None:
         return None
 
 
-#: The most undecoded response bytes a process keeps in memory by default.
-_BUFFER_MAX = 16 * 2**20
-
-
 def default_buffer_bytes(workers: int = 1) -> int:
     """Undecoded-response budget per process: an eighth of the memory limit shared by the
-    worker processes, between 4 MiB and 16 MiB (16 MiB when the limit is unknown).
+    worker processes, between 16 MiB and 1 GiB (128 MiB when the limit is unknown).
 
-    Why so small: a response parked in the :class:`Spill` file costs the loop only its
-    pickling (``benchmarks/overflow_cost.py``: 0.03–0.1 ms) and lives in the page cache,
-    not in the runner's resident memory; kept in memory, the undecoded bytes of a few
-    thousand long answers were the largest part of the runner's peak (about 80 MB at 2,048
-    answers of 256 tokens, ``benchmarks/client_ceiling.py --phases``). Buffered bytes cost
-    about twice their size in Python objects, so a small limit keeps a quarter of itself for
-    them and a pod sized for its load is not OOM-killed. ``LLMBENCH_BUFFER_MB`` sets the
-    budget per process instead (benchmarks use it to cross the budget with a short run).
+    Buffered bytes cost about twice their size in Python objects, so the runner keeps about
+    a quarter of its limit for them and a pod sized for its load is not OOM-killed.
+    ``LLMBENCH_BUFFER_MB`` sets the budget per process instead (benchmarks use it to cross
+    the budget with a short run).
     """
     override = os.environ.get("LLMBENCH_BUFFER_MB")
     if override:
@@ -61,8 +53,8 @@ def default_buffer_bytes(workers: int = 1) -> int:
             raise ValueError(f"LLMBENCH_BUFFER_MB={override!r} is not a number") from None
     limit = memory_limit_bytes()
     if limit is None:
-        return _BUFFER_MAX
-    return int(min(max(limit / 8 / max(1, workers), 4 * 2**20), _BUFFER_MAX))
+        return 128 * 2**20
+    return int(min(max(limit / 8 / max(1, workers), 16 * 2**20), 2**30))
 
 
 class Spill:

@@ -20,7 +20,7 @@ class LoadConfig:
     """How requests are issued; validated by the CLI and the spec model before it gets here.
 
     ``buffer_mb`` bounds the finished responses kept undecoded in memory (None: an eighth of
-    the memory the runner may use, at most 16 MiB, see
+    the memory the runner may use, see
     :func:`~llmbench.runner.load.buffer.default_buffer_bytes`); beyond it they wait in a
     temporary file. ``unreachable_after_s`` ends the point when every connect has failed
     for that long; ``retry_after_max_s`` caps how long a slot honours a ``Retry-After``;
