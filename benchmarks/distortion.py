@@ -16,7 +16,16 @@ uvloop`` take turns against one sim; the table shows, per client, the median ove
 TTFT under that client's load (a busy client slows a server on the same CPUs) and the
 client's CPU seconds.
 
-    python benchmarks/distortion.py --waves c64 c256 --repeat 3
+Every run is a new client process, so its connections are fresh: the first wave meets a
+server that has not served on them yet. The last column splits each client's excess per wave
+(``send/recv`` ms, the means of the wave's requests, :func:`harness.wave_split`): the send
+side is the sim's read of the request head minus the client's send stamp (a stamp taken
+before the connection was open, or on one the server had not yet accepted, shows here), the
+receive side the client's first-token stamp minus the sim's write of the first token (a
+busy client loop shows here). Both are ``CLOCK_MONOTONIC`` on this host; their sum is the
+TTFT excess.
+
+    python benchmarks/distortion.py --waves c64 c256 --repeat 3 [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from harness import (
     settle,
     start_sim,
     stop_sim,
+    wave_split,
 )
 
 #: (concurrency, TTFT ms, ITL ms): the issue's operating points.
@@ -49,43 +59,42 @@ CLIENTS = ("raw uvloop", "llmbench asyncio", "llmbench uvloop")
 BASELINE: list[str] = []
 
 
-def _wave_run(url: str, client: str, w: dict[str, int]) -> dict[str, float]:
-    """One run of ``client``: its TTFT mean, the sim's for the same requests, CPU seconds."""
+def _wave_run(url: str, client: str, w: dict[str, int]) -> dict[str, Any]:
+    """One run of ``client`` on fresh connections (a new process): its TTFT mean above the
+    sim's for the same requests, the send/receive split per wave, CPU seconds."""
     reset_truth(url)
     if client == "raw uvloop":
         r = raw_client(url, w["c"], w["n"], w["osl"], "rawclient.py", "--loop", "uvloop",
                        "--isl", str(w["isl"]))
-        ttft, itl, cpu = r["ttft_mean_ms"], None, r["cpu_s"]
-    elif client == "llmbench baseline":
-        s = llmbench_profile(url, w["c"], w["n"], w["osl"], "--warmup-request-count", "0",
-                             isl=w["isl"], code=BASELINE[0])
-        ttft, itl, cpu = (s["time_to_first_token"]["avg"], s["inter_token_latency"]["avg"],
-                          s["_cpu_s"])
+        ttft, itl, cpu, stamps = r["ttft_mean_ms"], None, r["cpu_s"], r["stamps"]
     else:
-        loop = client.split()[1]
+        loop = "uvloop" if client == "llmbench baseline" else client.split()[1]
         s = llmbench_profile(url, w["c"], w["n"], w["osl"], "--event-loop", loop,
-                             "--warmup-request-count", "0", isl=w["isl"])
+                             "--warmup-request-count", "0", isl=w["isl"],
+                             code=BASELINE[0] if client == "llmbench baseline" else None)
         if s["errors"]["total"]:
-            raise RuntimeError(f"llmbench saw errors: {s['errors']}")
-        ttft, itl, cpu = (s["time_to_first_token"]["avg"], s["inter_token_latency"]["avg"],
-                          s["_cpu_s"])
-    truth = server_truth(url)
+            raise RuntimeError(f"{client} saw errors: {s['errors']}")
+        ttft, itl, cpu, stamps = (s["time_to_first_token"]["avg"],
+                                  s["inter_token_latency"]["avg"], s["_cpu_s"], s["_stamps"])
+    truth = server_truth(url, w["osl"])
     settle()
-    out = {"err": ttft - truth["ttft_mean_ms"], "server_ttft": truth["ttft_mean_ms"],
-           "ttft": ttft, "cpu": cpu}
+    out: dict[str, Any] = {"err": ttft - truth["ttft_mean_ms"],
+                           "server_ttft": truth["ttft_mean_ms"], "ttft": ttft, "cpu": cpu,
+                           "waves": wave_split(stamps, truth["records"], w["c"])}
     if itl is not None:
         out["itl_err"] = itl / truth["itl_mean_ms"] - 1
     return out
 
 
 def waves(names: list[str], repeat: int) -> None:
-    print(f"{'scenario':<9}{'client':<18}{'TTFT-truth ms':>14}{'(each run)':>24}"
-          f"{'sim TTFT':>10}{'CPU s':>7}{'ITL err':>9}   median of {repeat}, same sim")
+    print(f"{'scenario':<9}{'client':<18}{'TTFT-truth ms':>14}{'(each run)':>20}"
+          f"{'sim TTFT':>10}{'CPU s':>7}{'ITL err':>9}  send/recv ms per wave"
+          f"   median of {repeat}, same sim")
     for name in names:
         w = WAVES[name]
         url, sim = start_sim("--ttft-ms", str(w["ttft"]), "--itl-ms", str(w["itl"]))
         clients = CLIENTS + (("llmbench baseline",) if BASELINE else ())
-        runs: dict[str, list[dict[str, float]]] = {c: [] for c in clients}
+        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
         try:
             for rep_i in range(repeat):
                 k = rep_i % len(clients)
@@ -101,8 +110,12 @@ def waves(names: list[str], repeat: int) -> None:
 
             each = "/".join(f"{r['err']:+.1f}" for r in rs)
             itl = f"{med('itl_err'):>+9.2%}" if "itl_err" in rs[0] else f"{'':>9}"
-            print(f"{name:<9}{client:<18}{med('err'):>+14.2f}{each:>24}"
-                  f"{med('server_ttft'):>10.2f}{med('cpu'):>7.2f}{itl}")
+            split = " ".join(
+                f"{statistics.median(r['waves'][i][0] for r in rs):.1f}/"
+                f"{statistics.median(r['waves'][i][1] for r in rs):.2f}"
+                for i in range(len(rs[0]["waves"])))
+            print(f"{name:<9}{client:<18}{med('err'):>+14.2f}{each:>20}"
+                  f"{med('server_ttft'):>10.2f}{med('cpu'):>7.2f}{itl}  {split}", flush=True)
 
 
 def main() -> None:

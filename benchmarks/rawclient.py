@@ -19,6 +19,7 @@ import json
 import statistics
 from collections.abc import Awaitable, Callable
 from time import perf_counter_ns
+from typing import Any
 from urllib.parse import urlsplit
 
 from llmbench.sim import output_words
@@ -74,7 +75,7 @@ def request_bytes(url: str, model: str, osl: int, prompt: str) -> bytes:
     return head + body
 
 
-async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -> dict[str, float]:
+async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -> dict[str, Any]:
     parts = urlsplit(url)
     # The same kind of prompt llmbench sends (16 single-token words), so the server does the
     # same work for both clients and only the clients differ.
@@ -89,6 +90,7 @@ async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -
     left = [requests]
     ttfts: list[float] = []
     ends: list[int] = []
+    stamps: list[tuple[int, int]] = []
 
     async def drive(slot: _Slot) -> None:
         while left[0] > 0:
@@ -101,6 +103,7 @@ async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -
             await slot.done
             ends.append(perf_counter_ns())
             ttfts.append((slot.first - sent) / 1e6)
+            stamps.append((sent, slot.first))
 
     start = perf_counter_ns()
     await asyncio.gather(*(drive(s) for s in slots))
@@ -115,10 +118,12 @@ async def run(url: str, model: str, concurrency: int, requests: int, osl: int) -
         "ttft_mean_ms": statistics.fmean(ttfts),
         "ttft_p99_ms": statistics.quantiles(ttfts, n=100)[98] if len(ttfts) > 1 else ttfts[0],
         "elapsed_s": elapsed,
+        # (send, first token) perf_counter_ns per request: joined to the sim's own records
+        "stamps": stamps,
     }
 
 
-Runner = Callable[[str, str, int, int, int], Awaitable[dict[str, float]]]
+Runner = Callable[[str, str, int, int, int], Awaitable[dict[str, Any]]]
 
 
 def main(runner: Runner = run, description: str | None = None) -> None:

@@ -9,6 +9,7 @@ a ``float`` sleeps that many seconds, :data:`CLOSE` closes the connection.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -26,11 +27,16 @@ class ScriptedServer:
     """Serves ``script(n, request)`` for the n-th request (from 0) on 127.0.0.1.
 
     ``inflight_max`` is the most requests it was answering at once, counted between reading a
-    request and playing its last step.
+    request and playing its last step. A ``GET`` (the client's ``/v1/models``: preflight, and
+    the check that each slot's new connection is served before the clock starts) is answered
+    here with a list of ``models``, counted in ``gets`` and not in ``n``, so scripts number
+    only the requests they are about.
     """
 
     script: Script
     port: int = 0
+    models: tuple[str, ...] = ("m",)
+    gets: int = 0
     requests: int = 0
     inflight: int = 0
     inflight_max: int = 0
@@ -72,6 +78,13 @@ class ScriptedServer:
         for t in self._threads:
             t.join(timeout=5)
 
+    def _models_response(self) -> bytes:
+        body = json.dumps(
+            {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+        ).encode()
+        return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
     def _spawn(self, target: Callable[..., None], *args: object) -> None:
         t = threading.Thread(target=target, args=args, daemon=True)
         t.start()
@@ -101,6 +114,11 @@ class ScriptedServer:
                 request, buf = _read_request(conn, buf)
                 if request is None:
                     return
+                if request.startswith(b"GET "):
+                    with self._lock:
+                        self.gets += 1
+                    conn.sendall(self._models_response())
+                    continue
                 with self._lock:
                     n = self.requests
                     self.requests += 1

@@ -356,6 +356,7 @@ def run(args: argparse.Namespace) -> int:
         if collector is not None:
             options["telemetry"] = collector
         cfg0 = point_config(spec, spec.points()[0], api_key=api_key, headers=headers)
+        cfg0.preflight_timeout_s = options["preflight_timeout_s"] = args.preflight_timeout
         eventloop.loop_factory(args.event_loop)
     except ValueError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)

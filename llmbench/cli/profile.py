@@ -256,6 +256,7 @@ def _plots(result: Any, directory: Path, console: Any) -> None:
 async def _main(cfg: Any, generate_plots: bool = False) -> int:
     from llmbench.runner.load.config import expected_total
     from llmbench.runner.load.result import Progress
+    from llmbench.runner.point.memory import note_memory
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import notes, results_table, show_progress, stderr_console
     from llmbench.runner.report.telemetry_plot import plot_point_telemetry
@@ -282,6 +283,7 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
         console.print(f"artefacts: {result.artifact_dir}")
         if generate_plots:
             _plots(result, result.artifact_dir, console)
+            note_memory("plots")
     if result.summary.interrupted:
         return 130
     failed = no_success_error(result.summary)
@@ -316,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
             telemetry=telemetry_flags.collector_from_args(args, spec.target.base_url()),
             export_stem=export_stem(args.profile_export_file),
         )
+        cfg.preflight_timeout_s = args.preflight_timeout
         eventloop.loop_factory(args.event_loop)
     except ValueError as exc:
         print(f"llmbench profile: error: {exc}", file=sys.stderr)

@@ -231,6 +231,16 @@ _OWN: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "help": "skip the /v1/models check and the probe request (needs -m)",
         },
     ),
+    "--preflight-timeout": (
+        ("--preflight-timeout",),
+        {
+            "type": float,
+            "default": 10.0,
+            "metavar": "SECONDS",
+            "help": "how long the preflight's GET /v1/models may take, apart from "
+            "--request-timeout, so a server that never answers fails fast (default 10)",
+        },
+    ),
     "--event-loop": (
         ("--event-loop",),
         {
@@ -298,7 +308,7 @@ _POINT: Layout = (
     ("target", (
         "--model", "--model-selection-strategy", "--url", "--endpoint-type", "--endpoint",
         "--service-kind", "--backend", "--streaming", "--api-key-env", "--api-key-file",
-        "--header", "--request-timeout", "--no-preflight",
+        "--header", "--request-timeout", "--no-preflight", "--preflight-timeout",
     )),
     ("load", (
         "--concurrency", "--request-rate", "--request-rate-mode", "--burstiness", "--ramp-up",

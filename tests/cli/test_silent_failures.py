@@ -4,7 +4,9 @@
   ``/v1/chat/completions``.
 * The preflight sends one real request of the run's kind: a wrong path, endpoint type or model
   fails before any load (exit 1), naming what the server answered; it waits as long as
-  ``--request-timeout`` says.
+  ``--request-timeout`` says, saying meanwhile what it waits for.
+* A silent server (it accepts connections and never answers) fails within 15 s with default
+  flags: ``/v1/models`` has a bound of its own (``--preflight-timeout``).
 * A run in which no request succeeded exits 1 with the error breakdown; a run with some
   errors exits 0 and reports them.
 * ``--extra-inputs`` as a JSON object reaches the request body as its keys.
@@ -13,17 +15,24 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from scripted_server import ScriptedServer, Step
 
 from llmbench.api.results import PointResult
 from llmbench.cli import main
 from llmbench.runner.artifacts.read import load_summary
+from llmbench.runner.point.config import ProfileConfig
+from llmbench.runner.point.preflight import preflight
 from llmbench.sim import spawn_sim
 
 SimFactory = Callable[..., str]
@@ -205,3 +214,82 @@ def test_analyze_point_without_a_success_fails_the_sweep(
     )
     assert code == 1
     assert "no request completed" in err and "404" in err
+
+
+@pytest.fixture()
+def silent_server() -> Iterator[str]:
+    """A real loopback TCP server that accepts connections and never answers a byte."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            accepted.append(conn)  # held open, never read or written
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    done.set()
+    thread.join(5)
+    listener.close()
+    for conn in accepted:
+        conn.close()
+
+
+def test_a_silent_server_fails_fast_with_default_flags_naming_the_url(
+    silent_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Default flags (``--request-timeout 600``): ``/v1/models`` has its own 10 s bound."""
+    began = time.monotonic()
+    code, err, _ = run(tmp_path, capsys, "--url", silent_server, *SMALL)
+    elapsed = time.monotonic() - began
+    assert code == 1
+    assert elapsed < 15, elapsed
+    assert silent_server in err
+    assert "accepted a TCP connection but did not answer GET" in err
+    assert "/v1/models within 10 s (--preflight-timeout)" in err
+    assert not (tmp_path / "art").exists()  # no point folder: nothing was measured
+
+
+def test_preflight_timeout_flag_bounds_the_models_check(
+    silent_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    began = time.monotonic()
+    code, err, _ = run(
+        tmp_path, capsys, "--url", silent_server, "--preflight-timeout", "1", *SMALL
+    )
+    assert code == 1
+    assert time.monotonic() - began < 5
+    assert "within 1 s (--preflight-timeout)" in err
+
+
+def test_a_slow_probe_says_what_it_waits_for(caplog: pytest.LogCaptureFixture) -> None:
+    """``/v1/models`` answers, the one-token probe takes 6 s: the console says so meanwhile."""
+    event = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n'
+
+    def script(_n: int, _request: bytes) -> list[Step]:  # the probe (GETs: the server's)
+        return [6.0, b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(event), event)]
+
+    server = ScriptedServer(script).start()
+    try:
+        cfg = ProfileConfig(url=server.url, model="m")
+        with caplog.at_level(logging.INFO, logger="llmbench.preflight"):
+            assert preflight(cfg) == "m"
+    finally:
+        server.stop()
+    notices = [r.getMessage() for r in caplog.records if r.name == "llmbench.preflight"]
+    assert notices, "no console line while the probe waited"
+    assert "waiting 5 s of 600 s (--request-timeout) for the probe request" in notices[0]
+    assert f"{server.url}/v1/chat/completions" in notices[0]
+    assert "GET " in notices[0] and "/v1/models answered HTTP 200" in notices[0]

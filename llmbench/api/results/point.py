@@ -14,6 +14,7 @@ __all__ = [
     "OURS",
     "OUR_FIELDS",
     "ClientHealth",
+    "Connects",
     "Count",
     "Dispatch",
     "ErrorKind",
@@ -127,6 +128,16 @@ class Dispatch(ResultModel):
     achieved_request_rate: float | None
     scheduled_gaps: InterArrival | None = None
     achieved_gaps: InterArrival | None = None
+
+
+class Connects(ResultModel):
+    """Measured requests that had to open their connection before sending (the server closed
+    the slot's keep-alive connection, or an open-loop send found none idle), and how long the
+    connects took. Present only when there were any: a closed loop opens and verifies every
+    slot's connection before the clock starts, so TTFT and e2e never hold a connect."""
+
+    requests: int
+    ms: Stat
 
 
 class Window(ResultModel):
@@ -295,6 +306,7 @@ OUR_FIELDS = (
     "dispatch",
     "time_to_first_token_from_schedule",
     "request_latency_from_schedule",
+    "connects",
     "window",
     "interrupted",
     "stop_reason",
@@ -323,8 +335,8 @@ class PointResult(ResultModel):
     at the top, ``goodput``) still read.
 
     Optional keys: ``goodput`` (with SLOs), ``inter_chunk_gap`` (streaming runs), ``dispatch``
-    (open loop), ``client``, ``input_config`` and ``genai_perf_config`` (set by the profile
-    runner), ``telemetry`` (when scraped).
+    (open loop), ``connects`` (requests that had to connect), ``client``, ``input_config``
+    and ``genai_perf_config`` (set by the profile runner), ``telemetry`` (when scraped).
     """
 
     request_throughput: Figure
@@ -346,6 +358,8 @@ class PointResult(ResultModel):
     #: beside the service-time figures above, which start at the actual send
     time_to_first_token_from_schedule: Stat | None = None
     request_latency_from_schedule: Stat | None = None
+    #: measured requests that opened a connection first, and the connect times
+    connects: Connects | None = None
     window: Window
     interrupted: bool = False
     #: why the point ended before its budget, e.g. ``target unreachable since T: <error>``;

@@ -67,7 +67,12 @@ def write_profile_artifacts(
     write_perf_analyzer_export(p, records, summary, bodies, offset)
     written.append(p)
     p = directory / f"{stem}_llmbench_requests.jsonl"
-    write_atomic(p, "".join(json.dumps(r.to_json()) + "\n" for r in records))
+    tmp = p.with_name(p.name + ".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as f:
+        # a line at a time: joined first, a long run's records sat whole in memory as text
+        for r in records:
+            f.write(json.dumps(r.to_json()) + "\n")
+    os.replace(tmp, p)
     written.append(p)
     p = directory / f"{stem}_genai_perf.json"
     write_atomic(p, summary.to_json(indent=2))

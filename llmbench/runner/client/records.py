@@ -23,6 +23,10 @@ class RequestRecord:
     so inter-chunk gaps (never called ITL) and ITL-by-position can be derived later.
     ``scheduled_ns`` is set only in request-rate mode: the gap to ``sent_ns`` is dispatch
     lag, the evidence that an overloaded client did not pass for a fast server.
+    ``connect_ns`` is set only when the request had to open its connection first (the
+    server closed the slot's keep-alive connection, or an open-loop send found none idle):
+    how long that took. It is never inside TTFT or e2e, whose clock (``sent_ns``) starts when
+    the first byte is handed to the open connection.
     ``loop_stall_ms`` is set when the client's event loop stalled (see
     ``llmbench.runner.load.stalls.STALL_MS``) while the request was in flight: its reads were
     stamped late by up to that much, so its timestamps are unreliable.
@@ -36,6 +40,7 @@ class RequestRecord:
     worker: int = 0
     scheduled_ns: int | None = None
     sent_ns: int = 0
+    connect_ns: int | None = None
     first_token_ns: int | None = None
     last_token_ns: int | None = None
     chunk_ns: list[int] = field(default_factory=list)
@@ -66,6 +71,8 @@ class RequestRecord:
         d = {name: getattr(self, name) for name in _JSON_FIELDS}
         if self.loop_stall_ms is not None:  # only a stalled run's files carry the key
             d["loop_stall_ms"] = self.loop_stall_ms
+        if self.connect_ns is not None:  # only a request that opened a connection
+            d["connect_ns"] = self.connect_ns
         if self.session_id is not None:  # only a session run's files carry these keys
             d["session_id"] = self.session_id
             d["turn"] = self.turn
@@ -83,5 +90,6 @@ class RequestRecord:
 _JSON_FIELDS = tuple(
     name
     for name in RequestRecord.__dataclass_fields__
-    if name not in ("output_text", "loop_stall_ms", "session_id", "turn", "turn_delay_ms")
+    if name
+    not in ("output_text", "connect_ns", "loop_stall_ms", "session_id", "turn", "turn_delay_ms")
 )

@@ -54,6 +54,8 @@ def fill_record(rec: RequestRecord, ex: Exchange, endpoint_type: str) -> None:
     record counts in the statistics.
     """
     rec.sent_ns = ex.sent_ns
+    if ex.connect_ns:
+        rec.connect_ns = ex.connect_ns
     rec.status = ex.status or None
     if ex.error is not None and not ex.pieces:
         rec.error_type, rec.error_message = ex.error, ex.error_message

@@ -30,12 +30,15 @@ class ConnectError(Exception):
 class Exchange:
     """One request/response on a connection: arrival-stamped body pieces and the outcome.
 
-    ``sent_ns`` is taken immediately before the request is written (or before connecting when
-    a connection must be opened first); ``error`` is set once and never overwritten, so the
+    ``sent_ns`` is taken when the request's first byte is handed to the socket of an open
+    connection; ``connect_ns`` is the time this request spent opening that connection first
+    (0: it went on one already open, the rule in a closed loop; a failed connect keeps its
+    attempt's start in ``sent_ns``). ``error`` is set once and never overwritten, so the
     abort that follows a timeout or a stop cannot turn it into a ``disconnect``.
     """
 
     sent_ns: int = 0
+    connect_ns: int = 0
     size: int = 0
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
@@ -59,6 +62,9 @@ class Target:
     tls: bool
     base_url: str
     head_prefix: bytes
+    #: ``GET <prefix>/v1/models``, sent once on each new slot connection before the clock:
+    #: any answer proves the server accepted the connection and serves on it
+    verify_request: bytes = b""
 
     @classmethod
     def from_url(cls, base_url: str, path: str, headers: dict[str, str] | None = None) -> Target:
@@ -93,7 +99,11 @@ class Target:
             lines.append(f"{key}: {value}")
         head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
         base = f"{parts.scheme}://{host_header}{prefix}"
-        return cls(parts.hostname, port, full_path, tls, base, head)
+        models = (prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix) + "/v1/models"
+        verify = [f"GET {models} HTTP/1.1", *lines[1:3]]
+        verify += [f"{key}: {value}" for key, value in (headers or {}).items()]
+        verify_request = ("\r\n".join(verify) + "\r\n\r\n").encode("latin-1")
+        return cls(parts.hostname, port, full_path, tls, base, head, verify_request)
 
     def request_bytes(self, body: bytes) -> bytes:
         """The complete request; only the Content-Length varies per body."""
@@ -188,9 +198,11 @@ class Connection(asyncio.Protocol):
             self._timeout = timeout
             self._timer = self._loop.call_later(timeout, self._on_timeout)
         if not self.usable:  # its close already reported: nothing can be sent on it
+            ex.sent_ns = perf_counter_ns()
             self._fail("disconnect", "connection closed before the request was sent")
             return
         try:
+            ex.sent_ns = perf_counter_ns()
             self.transport.write(payload)
         except RuntimeError as exc:
             # uvloop raises on a transport closed under us whose close the loop has not yet
@@ -451,6 +463,40 @@ class Client:
         self._all.add(conn)
         return conn
 
+    async def open_verified(self, n: int, timeout: float | None = None) -> list[Connection]:
+        """``n`` connections, opened together and each verified by one answered request
+        (:attr:`Target.verify_request`), before the clock starts.
+
+        Why verified: a completed TCP handshake only means the server's kernel queued the
+        connection; a server that has not yet accepted it would read a wave's first requests
+        late, and that wait would land in their TTFT. Why together: opened one after the other,
+        the slots' setup grows with their number while the server sits idle. Any HTTP status
+        counts (a server without ``/v1/models`` answers 404 on an accepted connection); a
+        connection the server closes after answering is left for the first request to reopen
+        (its record then carries ``connect_ns``).
+
+        Raises:
+            ConnectError: a connection could not be opened or its verify request got no
+                answer within ``timeout`` (default: the connect timeout); names the URL.
+        """
+        conns = await asyncio.gather(*(self._open_one(timeout) for _ in range(n)))
+        return list(conns)
+
+    async def _open_one(self, timeout: float | None) -> Connection:
+        conn = await self.connect()
+        ex = Exchange()
+        conn.start(self.target.verify_request, ex, timeout or self.connect_timeout)
+        assert ex.done is not None
+        await ex.done
+        if ex.error is not None and ex.error != "disconnect":
+            raise ConnectError(
+                f"{self.target.base_url} accepted a connection but did not answer "
+                f"GET /v1/models on it: {ex.error_message}"
+            )
+        if not conn.usable:
+            self._all.discard(conn)
+        return conn
+
     def idle(self) -> Connection | None:
         """An idle keep-alive connection, or None (the exchange then opens one)."""
         while self._idle:
@@ -472,23 +518,27 @@ class Client:
         """Sends ``body`` and waits for the whole response, filling ``ex``.
 
         Returns the connection to reuse (None when it closed). ``ex.sent_ns`` is taken
-        immediately before the bytes are written; when a new connection must be opened first,
-        it is taken before connecting, because the user of the server pays for that connect
-        too. A failed connect is ``ex.error == "connect"``. When the caller is cancelled (the
+        when the first byte is handed to the socket of an open connection, so TTFT never holds
+        a connect; when a new connection must be opened first, the time that took is
+        ``ex.connect_ns``, reported as its own statistic. A failed connect is
+        ``ex.error == "connect"``. When the caller is cancelled (the
         run stops), ``ex`` keeps what arrived and says ``interrupted``; the caller owns ``ex``
         and records it before the cancellation goes on.
         """
         payload = self.target.request_bytes(body)
-        ex.sent_ns = perf_counter_ns()
         if conn is None or not conn.usable:
+            began = perf_counter_ns()
             try:
                 conn = await self.connect()
             except ConnectError as exc:
+                ex.sent_ns = began
                 ex.error, ex.error_message = "connect", str(exc)
                 return None
             except asyncio.CancelledError:
+                ex.sent_ns = began
                 ex.error, ex.error_message = "interrupted", "the run stopped before sending"
                 raise
+            ex.connect_ns = perf_counter_ns() - began
         conn.start(payload, ex, timeout)
         done = ex.done
         assert done is not None

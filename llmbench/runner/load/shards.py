@@ -70,7 +70,7 @@ _FIELDS = (
     "index", "warmup", "worker", "scheduled_ns", "sent_ns", "first_token_ns", "last_token_ns",
     "chunk_ns", "input_tokens", "input_tokens_source", "input_tokens_client", "output_tokens",
     "output_tokens_source", "output_tokens_client", "requested_output_tokens", "status",
-    "error_type", "error_message", "loop_stall_ms",
+    "error_type", "error_message", "loop_stall_ms", "connect_ns",
 )
 
 

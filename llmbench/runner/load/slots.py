@@ -23,8 +23,10 @@ __all__ = ["closed_slot", "preconnect"]
 
 
 async def preconnect(client: Client, n: int) -> list[Connection]:
-    """Opens the slots' connections before the clock starts, so no measured send pays a connect."""
-    return [await client.connect() for _ in range(n)]
+    """Opens the slots' connections together and verifies each with one answered request
+    (:meth:`~llmbench.runner.client.transport.Client.open_verified`) before the clock starts,
+    so no measured send pays a connect or waits for the server to accept its connection."""
+    return await client.open_verified(n)
 
 
 async def closed_slot(

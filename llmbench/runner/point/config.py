@@ -54,6 +54,9 @@ class ProfileConfig:
     #: ``--profile-export-file``'s stem: ``<stem>.json``, ``<stem>_genai_perf.json``, ...
     export_stem: str = "profile_export"
     preflight: bool = True
+    #: ``--preflight-timeout``: seconds ``GET /v1/models`` may take in preflight, apart from
+    #: ``--request-timeout`` so a silent server fails fast.
+    preflight_timeout_s: float = 10.0
     #: A ``telemetry.TelemetryCollector`` scraping DCGM / server metrics during the window.
     telemetry: Any = field(default=None, repr=False)
     #: ``--measurement-interval``: stable time windows instead of a request budget.

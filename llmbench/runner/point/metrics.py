@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from llmbench.api.results import (
+    Connects,
     Count,
     Dispatch,
     ErrorKind,
@@ -193,6 +194,10 @@ def summarize(
             ),
             achieved_gaps=inter_arrival(sends),
         )
+    connects = [r.connect_ns / 1e6 for r in measured if r.connect_ns is not None]
+    connect_stats = stats(connects, "ms")
+    if connect_stats is not None:
+        optional["connects"] = Connects(requests=len(connects), ms=connect_stats)
     return PointResult(
         request_throughput=Figure(unit="requests/sec", avg=per_second(len(ok))),
         request_latency=stats((d.e2e_ms for d in derived), "ms"),

@@ -9,6 +9,8 @@ sweep, to name the model), in a thread: it is synchronous httpx.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,11 +23,15 @@ from llmbench.runner.point.config import ProfileConfig
 __all__ = [
     "PREFLIGHT_CONNECT_TIMEOUT_S",
     "PROBE_ATTEMPTS",
+    "PROBE_NOTICE_S",
     "ProfileError",
     "preflight",
     "probe_body",
     "probe_request",
 ]
+
+
+log = logging.getLogger("llmbench.preflight")
 
 
 class ProfileError(Exception):
@@ -35,6 +41,8 @@ class ProfileError(Exception):
 #: Seconds to wait for a TCP connection during preflight: an unreachable URL fails fast even
 #: with a long --request-timeout (which bounds the rest of each preflight call).
 PREFLIGHT_CONNECT_TIMEOUT_S = 10.0
+#: Seconds between the console lines saying what a probe still waits for.
+PROBE_NOTICE_S = 5.0
 #: Bytes of a probe response read at most (one token is asked for; a runaway answer is cut).
 _PROBE_MAX_BYTES = 1 << 20
 
@@ -60,17 +68,38 @@ def preflight(cfg: ProfileConfig, timeout: float | None = None, *, probe: bool =
        ``--endpoint``, endpoint type, model or request field fails here, naming what the
        server answered, instead of as a run in which every request failed.
 
-    ``timeout`` defaults to the run's ``--request-timeout`` (connecting is capped at
-    :data:`PREFLIGHT_CONNECT_TIMEOUT_S`).
+    ``/v1/models`` has a bound of its own, ``cfg.preflight_timeout_s``
+    (``--preflight-timeout``, default 10 s), whatever ``--request-timeout`` says: listing
+    models is instant on a server that serves at all, so a silent one (it accepts connections
+    and never answers) fails in seconds, with an error naming the URL and what did and did
+    not answer. The probe may rightly take longer (a cold model): it is bounded by
+    ``timeout``, default the run's ``--request-timeout``, and says what it waits for every
+    :data:`PROBE_NOTICE_S` seconds.
     """
-    limit = _timeout(cfg, timeout)
     target = Target.from_url(cfg.url, cfg.path())
     models_url = target.base_url.rstrip("/")
     models_url = (
         models_url[: -len("/v1")] if models_url.endswith("/v1") else models_url
     ) + "/v1/models"
+    bound = cfg.preflight_timeout_s
     try:
-        resp = httpx.get(models_url, headers=cfg.auth_headers(), timeout=limit)
+        resp = httpx.get(
+            models_url,
+            headers=cfg.auth_headers(),
+            timeout=httpx.Timeout(bound, connect=min(bound, PREFLIGHT_CONNECT_TIMEOUT_S)),
+        )
+    except httpx.ConnectTimeout as exc:
+        raise ProfileError(
+            f"cannot reach {target.base_url} (--url): no TCP connection to "
+            f"{target.host}:{target.port} within {min(bound, PREFLIGHT_CONNECT_TIMEOUT_S):g} s"
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise ProfileError(
+            f"{target.base_url} (--url) accepted a TCP connection but did not answer "
+            f"GET {models_url} within {bound:g} s (--preflight-timeout); no probe or load "
+            "was sent. Is this the inference server's HTTP port, and is it serving "
+            "(not stuck or still loading behind a proxy)?"
+        ) from exc
     except httpx.HTTPError as exc:
         raise ProfileError(f"cannot reach {target.base_url} (--url): {exc}") from exc
     if resp.status_code in (401, 403):
@@ -98,9 +127,42 @@ def preflight(cfg: ProfileConfig, timeout: float | None = None, *, probe: bool =
                 f"{target.base_url}; it serves: {', '.join(served)}"
             )
     if probe:
+        answered = f"GET {models_url} answered HTTP {resp.status_code}"
         for name in wanted or [model]:
-            probe_request(cfg, name, timeout)
+            _probe_with_notices(cfg, name, timeout, answered)
     return model
+
+
+def _probe_with_notices(
+    cfg: ProfileConfig, model: str, timeout: float | None, answered: str
+) -> None:
+    """:func:`probe_request` in a thread of its own, saying on the console every
+    :data:`PROBE_NOTICE_S` seconds what it still waits for, so a slow or silent probe is
+    never a silent wait of up to ``--request-timeout``."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            probe_request(cfg, model, timeout)
+        except BaseException as exc:  # handed to the waiting thread, raised there
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="llmbench-probe", daemon=True)
+    began = time.monotonic()
+    worker.start()
+    limit = cfg.load.request_timeout_s if timeout is None else timeout
+    of = f" of {limit:g} s (--request-timeout)" if limit is not None else ""
+    while True:
+        worker.join(PROBE_NOTICE_S)
+        if not worker.is_alive():
+            break
+        log.info(
+            "preflight: waiting %.0f s%s for the probe request (model %r, one output token) "
+            "to %s to answer; %s",
+            time.monotonic() - began, of, model, _probe_url(cfg), answered,
+        )
+    if failure:
+        raise failure[0]
 
 
 def probe_body(cfg: ProfileConfig, model: str) -> dict[str, Any]:
@@ -185,11 +247,16 @@ def probe_request(cfg: ProfileConfig, model: str, timeout: float | None = None) 
     raise ProfileError(error)
 
 
-def _probe_once(cfg: ProfileConfig, model: str, timeout: float | None) -> tuple[str, bool]:
-    """One probe: ``("", True)`` when it fits the run, else (the error, whether it is final)."""
+def _probe_url(cfg: ProfileConfig) -> str:
+    """Exactly where the run sends its requests."""
     target = Target.from_url(cfg.url, cfg.path())
     origin = urlsplit(target.base_url)
-    url = f"{origin.scheme}://{origin.netloc}{target.path}"  # exactly where the run sends
+    return f"{origin.scheme}://{origin.netloc}{target.path}"
+
+
+def _probe_once(cfg: ProfileConfig, model: str, timeout: float | None) -> tuple[str, bool]:
+    """One probe: ``("", True)`` when it fits the run, else (the error, whether it is final)."""
+    url = _probe_url(cfg)
     what = (
         f"--endpoint-type {cfg.endpoint_type}, model {model!r}, "
         f"{'streaming' if cfg.streaming else 'not streaming'}"

@@ -27,6 +27,7 @@ from llmbench.runner.load.result import LoadResult, Progress
 from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.load.workers import run_load_workers
 from llmbench.runner.point.config import ProfileConfig
+from llmbench.runner.point.memory import note_memory
 from llmbench.runner.point.metrics import stats, summarize
 from llmbench.runner.point.preflight import ProfileError, preflight
 from llmbench.runner.point.stability import (
@@ -80,6 +81,10 @@ class ProfileResult:
 
 
 
+#: Answers tokenized per batch by :func:`count_client_tokens`.
+_COUNT_SLICE = 128
+
+
 def count_client_tokens(
     records: list[RequestRecord], tokenizer: Any, prepared: list[workload_mod.PreparedRequest]
 ) -> None:
@@ -101,13 +106,17 @@ def count_client_tokens(
     if tokenizer is None:
         return
     with_text = [r for r in records if r.output_text is not None]
-    texts = [r.output_text or "" for r in with_text]
     batch = getattr(tokenizer, "count_batch", None)
-    counts = batch(texts) if batch is not None else [tokenizer.count(t) for t in texts]
-    for rec, n_out in zip(with_text, counts, strict=True):
-        rec.output_tokens_client = n_out
-        if rec.output_tokens is None:
-            rec.output_tokens, rec.output_tokens_source = n_out, SOURCE_TOKENIZER
+    # In slices: one batch of every answer holds all their encodings (ids, offsets, tokens)
+    # at once, tens of MB at a few thousand answers, which stay in the process's peak.
+    for i in range(0, len(with_text), _COUNT_SLICE):
+        part = with_text[i : i + _COUNT_SLICE]
+        texts = [r.output_text or "" for r in part]
+        counts = batch(texts) if batch is not None else [tokenizer.count(t) for t in texts]
+        for rec, n_out in zip(part, counts, strict=True):
+            rec.output_tokens_client = n_out
+            if rec.output_tokens is None:
+                rec.output_tokens, rec.output_tokens_source = n_out, SOURCE_TOKENIZER
 
 
 async def run_profile(
@@ -133,6 +142,7 @@ async def run_profile(
             "a point driven by several runner pods cannot use --measurement-interval, "
             "sessions or a fixed schedule (spec rule spec.replicas-split)"
         )
+    note_memory("imports")
     if cfg.preflight:
         cfg.model = await asyncio.to_thread(preflight, cfg)
     if cfg.model is None:
@@ -171,6 +181,7 @@ async def run_profile(
             distinct = wl.num_prompts
         prepared = await asyncio.to_thread(workload_mod.build_requests, wl, tok, distinct)
     bodies = [p.body for p in prepared]
+    note_memory("workload")
     target = Target.from_url(cfg.url, cfg.path(), cfg.auth_headers())
     stop = stop or asyncio.Event()
     progress = progress or Progress()
@@ -211,6 +222,7 @@ async def run_profile(
         finally:
             await window("end")
     records = load.records
+    note_memory("load and decoding")
     inputs = workload_mod.inputs_json(prepared)
     if load.sent_bodies:
         # A session's turn sent its history too: what was sent is what counts and is exported.
@@ -261,6 +273,7 @@ async def run_profile(
         summary.telemetry = telemetry_section(
             result, records, output_tokens=measured_osl, window_s=summary.window.duration_s
         )
+    note_memory("summary")
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
         # the summary is complete before it is written: the file and what the caller keeps
@@ -271,6 +284,7 @@ async def run_profile(
         write_profile_artifacts(
             out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies
         )
+        note_memory("exports")
     return ProfileResult(summary, records, out_dir)
 
 

@@ -63,7 +63,8 @@ def validity_lines(summary: PointResult) -> list[str]:
 
 
 def notes(summary: PointResult) -> list[str]:
-    """One-line facts below the table: errors, token provenance, open-loop dispatch lag."""
+    """One-line facts below the table: errors, token provenance, open-loop dispatch lag,
+    connects on the measured path."""
     out = []
     errors = summary.errors
     if errors.total:
@@ -89,6 +90,13 @@ def notes(summary: PointResult) -> list[str]:
             what = f"request rate: target {settings.get('request_rate')} /s, achieved {shown} /s"
         out.append(
             f"{what}; dispatch lag p99 {lag.p99:.2f} ms, max {lag.max:.2f} ms"
+        )
+    conn = summary.connects
+    if conn is not None:
+        out.append(
+            f"{conn.requests} requests had to open a connection first (the server closed "
+            f"keep-alive, or none was idle): connect avg {conn.ms.avg:.2f} ms, max "
+            f"{conn.ms.max:.2f} ms, not counted in TTFT or latency"
         )
     settings = summary.input_config or {}
     if settings.get("mode") == "session_concurrency":
