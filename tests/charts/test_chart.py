@@ -84,8 +84,9 @@ def test_helm_lint(values: dict[str, Any]) -> None:
 def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount",
-                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
+                     "ServiceAccount", "ValidatingAdmissionPolicy",
+                     "ValidatingAdmissionPolicyBinding"]
     assert rbac_problems(docs) == []
     (role,) = by_kind(docs, "ClusterRole")
     assert role["metadata"]["name"] == "llmbench-operator"
