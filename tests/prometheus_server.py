@@ -18,7 +18,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,21 @@ class Prometheus:
         if data["resultType"] == "scalar":
             return [{"metric": {}, "value": data["result"]}]
         return list(data["result"])
+
+    def wait(self, expr: str, what: str, seconds: float = 90,
+             diag: Callable[[], str] | None = None) -> list[dict[str, Any]]:
+        """The query's rows once it has any (new samples arrive with each scrape); fails after
+        ``seconds`` with Prometheus' log and ``diag()`` (e.g. the operator's)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            rows = self.query(expr)
+            if rows:
+                return rows
+            if time.monotonic() > deadline:
+                extra = f"\n--- diagnostics ---\n{diag()}" if diag is not None else ""
+                pytest.fail(f"{what}: `{expr}` is empty after {seconds:.0f}s\n"
+                            f"--- prometheus ---\n{self.tail()}{extra}")
+            time.sleep(0.5)
 
     def tail(self, n: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-n:]

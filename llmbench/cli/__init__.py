@@ -5,10 +5,11 @@ and is imported only when it is the one being run, so ``llmbench --version`` or 
 do not pay for numpy, matplotlib or the telemetry stack. Every bad flag is a usage error that
 names the flag and says what would be accepted.
 
-The Kubernetes client and kopf come with the ``[operator]`` extra: without it, the commands that
-need them (``results``, ``operator``) end with one line naming the extra (exit 4, "no cluster
-access"), never an ImportError traceback. ``job`` (the runner inside the operator's Job) is
-not for people: it runs but is not listed in ``--help``. Exit codes: :mod:`llmbench.cli.output`.
+The Kubernetes client and kopf come with the ``[operator]`` extra: without it, a command that
+imports them (``results``) ends with one line naming the extra (exit 4, "no cluster access"),
+never an ImportError traceback (``operator`` checks for kopf itself, with its own line).
+``job`` (the runner inside the operator's Job) is not for people: it runs but is not listed in
+``--help``. Exit codes: :mod:`llmbench.cli.output`.
 """
 
 from __future__ import annotations

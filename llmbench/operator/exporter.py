@@ -51,12 +51,12 @@ from llmbench.api.spec import Cost
 from llmbench.api.status import PHASES
 
 __all__ = [
+    "EXTRA_LABELS",
     "HELP",
     "LABELS",
     "METRICS",
-    "RESULTS",
     "REGISTRY",
-    "EXTRA_LABELS",
+    "RESULTS",
     "BenchmarkCollector",
     "MetricsConfig",
     "Sample",

@@ -34,8 +34,11 @@ def aggregated_roles(crd_installed: Any) -> Iterator[Any]:
         k8s.kubectl("delete", "-f", "-", "--ignore-not-found", input=out, check=False)
 
 
-def _can(k8s: Any, user: str, verb: str, resource: str, namespace: str) -> bool:
-    r = k8s.kubectl("auth", "can-i", verb, resource, "-n", namespace, "--as", user, check=False)
+def _can(k8s: Any, user: str, verb: str, resource: str, namespace: str,
+         subresource: str = "") -> bool:
+    extra = [f"--subresource={subresource}"] if subresource else []
+    r = k8s.kubectl("auth", "can-i", verb, resource, *extra, "-n", namespace, "--as", user,
+                    check=False)
     return r.stdout.strip() == "yes"
 
 
@@ -64,7 +67,8 @@ def test_default_view_and_edit_cover_llmbenchmarks(
     for verb in ("create", "update", "patch", "delete"):
         assert not _can(k8s, VIEWER, verb, res, namespace), verb
         assert _can(k8s, EDITOR, verb, res, namespace), verb
-    assert not _can(k8s, EDITOR, "patch", f"{res}/status", namespace)
+    assert not _can(k8s, EDITOR, "patch", res, namespace, subresource="status")
+    assert _can(k8s, VIEWER, "get", res, namespace, subresource="status")
     assert not _can(k8s, VIEWER, "list", res, "default")  # bound in one namespace only
 
     # what they really do, through the API server's authorizer

@@ -12,8 +12,6 @@ As in test_operator_metrics, the finished runs are written through the status su
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,28 +20,19 @@ import pytest
 from tests.charts.helm import by_kind, render
 from tests.e2e.release import OPERATOR_NS, operator_values
 from tests.e2e.test_operator import benchmark
-from tests.e2e.test_operator_metrics import MetricsOperator, finished_status
+from tests.e2e.test_operator_metrics import (  # metrics_operator: the fixture, reused
+    MetricsOperator,
+    finished_status,
+    metrics_operator,  # noqa: F401
+)
 from tests.prometheus_server import (
     DASHBOARD,
-    Prometheus,
     dashboard_queries,
     running_prometheus,
     service_monitor_job,
 )
 
 pytestmark = pytest.mark.e2e
-
-
-def _rows(prom: Prometheus, expr: str, what: str, diag: Any, seconds: float = 90) -> list[Any]:
-    deadline = time.monotonic() + seconds
-    while True:
-        rows = prom.query(expr)
-        if rows:
-            return rows
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: `{expr}` is empty after {seconds:.0f}s\n"
-                        f"--- prometheus ---\n{prom.tail()}\n--- operator ---\n{diag()}")
-        time.sleep(1)
 
 
 def _status(generation: int, run: int) -> dict[str, Any]:
@@ -54,25 +43,22 @@ def _status(generation: int, run: int) -> dict[str, Any]:
     return st
 
 
-@pytest.fixture
-def scraped_operator(crd_installed: Any) -> Iterator[MetricsOperator]:
-    op = MetricsOperator(crd_installed)
-    try:
-        yield op
-    finally:
-        op.stop()
-
-
 def test_prometheus_scrapes_the_operator_with_the_service_monitor_and_the_dashboard_works(
-    crd_installed: Any, namespace: str, scraped_operator: MetricsOperator, tmp_path: Path
+    crd_installed: Any, namespace: str, metrics_operator: MetricsOperator,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
-    k8s, op = crd_installed, scraped_operator
+    k8s, op = crd_installed, metrics_operator
     k8s.apply(benchmark("nightly", namespace, {"url": "http://nothing.invalid:9"},
                         cost={"pricePerHour": 4.5, "currency": "USD"}))
     generation = int(k8s.get("llmbenchmark", "nightly", namespace)["metadata"]["generation"])
     k8s.kubectl("patch", "llmbenchmark", "nightly", "-n", namespace, "--subresource=status",
                 "--type=merge", "-p", json.dumps({"status": _status(generation, 3)}))
     op.start()
+    # helm's NOTES name the endpoint and the label
+    assert (f"Prometheus metrics: http://{op.release.fullname}-metrics.{OPERATOR_NS}:{op.port}"
+            "/metrics (metrics.serviceMonitor.enabled=true creates a ServiceMonitor)."
+            ) in op.release.notes
+    assert "the label benchmark_namespace" in op.release.notes
 
     # the ServiceMonitor of this very release's values, and its Service as the cluster has it
     values = {**operator_values(k8s, **{"metrics.port": op.port}),
@@ -106,10 +92,11 @@ def test_prometheus_scrapes_the_operator_with_the_service_monitor_and_the_dashbo
 
     config = {"global": {"evaluation_interval": "2s"}, "scrape_configs": [job]}
     with running_prometheus(config, tmp_path / "prom") as prom:
-        _rows(prom, f'up{{pod="{pod}"}} == 1', "the operator pod's target to be up", op.tail)
+        prom.wait(f'up{{pod="{pod}"}} == 1', "the operator pod's target to be up",
+                  diag=op.tail)
         ours = f'benchmark_namespace="{namespace}"'
-        (row,) = _rows(prom, f"llmbench_regressed{{{ours}}} == 1", "the regressed gauge",
-                       op.tail)
+        (row,) = prom.wait(f"llmbench_regressed{{{ours}}} == 1", "the regressed gauge",
+                           diag=op.tail)
         # what the alert's labels will be: the benchmark's namespace and the operator pod's
         assert row["metric"]["namespace"] == OPERATOR_NS
         assert row["metric"]["pod"] == pod
@@ -123,10 +110,10 @@ def test_prometheus_scrapes_the_operator_with_the_service_monitor_and_the_dashbo
         k8s.kubectl("patch", "llmbenchmark", "nightly", "-n", namespace,
                     "--subresource=status", "--type=merge", "-p",
                     json.dumps({"status": _status(generation, 4)}))
-        _rows(prom, f'llmbench_runs_total{{{ours}, result="succeeded"}} == 1',
-              "run 4 counted", op.tail)
-        _rows(prom, f'increase(llmbench_runs_total{{{ours}, result="succeeded"}}[1h]) > 0',
-              "the counter's increase", op.tail)
+        prom.wait(f'llmbench_runs_total{{{ours}, result="succeeded"}} == 1',
+                  "run 4 counted", diag=op.tail)
+        prom.wait(f'increase(llmbench_runs_total{{{ours}, result="succeeded"}}[1h]) > 0',
+                  "the counter's increase", diag=op.tail)
 
         doc = json.loads(DASHBOARD.read_text())
         for var in doc["templating"]["list"][1:]:

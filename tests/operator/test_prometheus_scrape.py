@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,7 +19,6 @@ from tests.charts.helm import by_kind, render
 from tests.operator.test_exporter import benchmark
 from tests.prometheus_server import (
     DASHBOARD,
-    Prometheus,
     dashboard_queries,
     running_prometheus,
     service_monitor_job,
@@ -46,18 +43,6 @@ def endpoint() -> Iterator[str]:
         exporter.METRICS.port, exporter.METRICS.addr = saved
 
 
-def _wait(prom: Prometheus, expr: str, what: str, seconds: float = 60) -> list[dict[str, Any]]:
-    """The query's rows once it has any (Prometheus scrapes every second here)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        rows = prom.query(expr)
-        if rows:
-            return rows
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: {expr} is empty after {seconds}s\n{prom.tail()}")
-        time.sleep(0.5)
-
-
 def test_prometheus_scrapes_the_endpoint_with_the_service_monitor_and_the_dashboard_evaluates(
     endpoint: str, tmp_path: Path
 ) -> None:
@@ -74,16 +59,16 @@ def test_prometheus_scrapes_the_endpoint_with_the_service_monitor_and_the_dashbo
     later["status"]["conditions"][-1]["status"] = "True"  # run 8 regressed
     config = {"global": {"evaluation_interval": "1s"}, "scrape_configs": [job]}
     with running_prometheus(config, tmp_path / "prom") as prom:
-        _wait(prom, 'up{endpoint="metrics"} == 1', "the endpoint to be up")
-        _wait(prom, "llmbench_result_run", "the first scrape")
+        prom.wait('up{endpoint="metrics"} == 1', "the endpoint to be up")
+        prom.wait("llmbench_result_run", "the first scrape")
         observe(later)
-        rows = _wait(prom, "llmbench_regressed == 1", "run 8's verdict")
+        rows = prom.wait("llmbench_regressed == 1", "run 8's verdict")
         # the benchmark's namespace and the scraped pod's namespace side by side
         (row,) = rows
         assert row["metric"]["benchmark_namespace"] == "team-a"
         assert row["metric"]["namespace"] == service["metadata"]["namespace"]
         assert "exported_namespace" not in row["metric"]
-        runs = _wait(prom, 'llmbench_runs_total{result="succeeded"} == 1', "run 8 counted")
+        runs = prom.wait('llmbench_runs_total{result="succeeded"} == 1', "run 8 counted")
         assert runs[0]["metric"]["benchmark"] == "nightly"
 
         # the dashboard's variables list the benchmark ...
