@@ -17,7 +17,9 @@
 #
 # Packages (once per machine, before the binaries): containerd, runc, the CNI plugins,
 # iptables, conntrack, iproute2 (the nodes' runtime and network), buildah and debootstrap
-# (hack/image/build.sh builds the images with them; no container daemon is needed). Missing
+# (hack/image/build.sh builds the images with them; no container daemon is needed), prometheus
+# (the real Prometheus and promtool the alert-rule, ServiceMonitor and dashboard tests start
+# themselves; its system service is never started). Missing
 # ones are installed with apt-get (root; it waits up to 10 min for another apt run's lock);
 # LLMBENCH_NO_APT=1 only checks and names what is missing.
 #
@@ -59,7 +61,7 @@ STAGING_VERSION="v0.${MINOR}.${BASH_REMATCH[2]}"
 # package:command-it-provides (the command proves the package works, not only that dpkg has it)
 NODE_PKGS=(containerd:containerd runc:runc containernetworking-plugins:/usr/lib/cni/bridge
   iptables:iptables conntrack:conntrack iproute2:ip buildah:buildah debootstrap:debootstrap
-  util-linux:nsenter)
+  util-linux:nsenter prometheus:promtool)
 missing_pkgs() {
   local entry pkg cmd
   for entry in "${NODE_PKGS[@]}"; do

@@ -5,15 +5,16 @@ What the operator wrote, shown as ``analyze`` shows a sweep: the latest run from
 verdict and the conditions that are not met), or an older run from its results ConfigMap
 (``<name>-run-<N>``: ``digest.json`` and ``summary.csv``, see :mod:`llmbench.api.job`).
 
-``--history`` lists ``status.history``; ``--csv`` prints the run's summary CSV byte for byte;
-``--json`` the status (or the run's digest); ``--plot out.png`` draws OTT against p99 TTFT of
-the last runs over each other; ``--compare RUN`` compares the run with run RUN through
-``llmbench compare``'s rows and verdicts (exit 1 on a regression, as ``compare``).
+``--history`` lists ``status.history``; ``-o csv`` prints the run's summary CSV byte for byte;
+``-o json``/``-o yaml`` the status (or the run's digest); ``--plot out.png`` draws OTT against
+p99 TTFT of the last runs over each other; ``--compare RUN`` compares the run with run RUN
+through ``llmbench compare``'s rows and verdicts (exit 1 on a regression, as ``compare``).
 
-Exit codes: 0 shown; 1 the benchmark, the run or what was asked for is not there (or
-``--compare`` found a regression); 2 bad flags, or no access to the cluster (one line naming
-the API server, the kubeconfig and the context used). The ``kubernetes`` client is imported
-only when the command runs.
+Exit codes (:mod:`llmbench.cli.output`): 0 shown; 1 ``--compare`` found a regression; 2 bad
+flags; 3 the benchmark, the run or what was asked for is not there; 4 no access to the cluster
+(one line naming the API server, the kubeconfig and the context used), or the Kubernetes
+client is not installed (one line naming the ``[operator]`` extra: the client is imported only
+when the command runs, so ``llmbench`` without the extra runs everything else).
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ from llmbench.api.status import (
     RunDigest,
 )
 from llmbench.cli.flags import positive_int
+from llmbench.cli.output import (
+    NO_CLUSTER,
+    NOT_FOUND,
+    REGRESSED,
+    USAGE,
+    add_output_argument,
+    output_format,
+    write_data,
+)
 from llmbench.runner.labels import METRIC_LABELS, format_value
 
 if TYPE_CHECKING:
@@ -57,14 +67,14 @@ _TIMEOUT = (10.0, 30.0)
 class Failure(Exception):
     """One line for the user, and the exit code."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = NOT_FOUND) -> None:
         super().__init__(message)
         self.code = code
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``llmbench results NAME [-n NS] [--run N] [--history|--plot PNG|--compare RUN]
-    [--csv|--json]``."""
+    [-o table|json|yaml|csv]``."""
     p.add_argument("name", help="the LLMBenchmark's name")
     p.add_argument(
         "-n", "--namespace", default=None,
@@ -91,14 +101,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compare the run (B) with run RUN (A), as llmbench compare does; exit 1 on a "
         "regression",
     )
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument(
-        "--csv", action="store_true", help="print the run's summary CSV (or the comparison's)"
-    )
-    fmt.add_argument(
-        "--json", action="store_true",
-        help="print the status (with --run: the run's digest; with --history: the history; "
-        "with --compare: the comparison) as JSON",
+    add_output_argument(
+        p, "json/yaml: the status (with --run: the run's digest; with --history: the history; "
+        "with --compare: the comparison); csv: the run's summary CSV (or the comparison's)",
+        {"--json": "json", "--csv": "csv"},
     )
     p.add_argument(
         "--last", type=positive_int("--last"), default=5, metavar="K",
@@ -110,13 +116,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _usage_error(args: argparse.Namespace) -> str | None:
+def _usage_error(args: argparse.Namespace, fmt: str) -> str | None:
     if args.run is not None and (args.history or args.plot is not None):
         return "--run shows one run; --history and --plot show the last runs"
-    if args.csv and (args.history or args.plot is not None):
-        return "--csv prints a run's summary CSV (or a comparison); not with --history or --plot"
-    if args.json and args.plot is not None:
-        return "--plot writes a PNG; not with --json"
+    if fmt == "csv" and (args.history or args.plot is not None):
+        return "-o csv prints a run's summary CSV (or a comparison); not with --history or --plot"
+    if fmt != "table" and args.plot is not None:
+        return f"--plot writes a PNG; not with -o {fmt}"
     if args.tolerance is not None and args.compare is None:
         return "--tolerance applies to --compare"
     return None
@@ -124,13 +130,16 @@ def _usage_error(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Reads the benchmark and prints what was asked for; see the module's exit codes."""
-    problem = _usage_error(args)
+    fmt = output_format(args, PROG)
+    if fmt is None:
+        return USAGE
+    problem = _usage_error(args, fmt)
     if problem is not None:
         print(f"{PROG}: error: {problem}", file=sys.stderr)
-        return 2
+        return USAGE
     try:
         cluster = _Cluster.connect(args.kubeconfig, args.context, args.namespace)
-        return _show(cluster, args)
+        return _show(cluster, args, fmt)
     except Failure as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exc.code
@@ -164,6 +173,7 @@ class _Cluster:
     @classmethod
     def connect(cls, kubeconfig: str | None, context: str | None, namespace: str | None
                 ) -> _Cluster:
+        # without the [operator] extra: one line naming it (llmbench.cli.main), exit 4
         from kubernetes import client, config
         from kubernetes.config.config_exception import ConfigException
 
@@ -176,7 +186,8 @@ class _Cluster:
             if chosen is None:
                 names = ", ".join(str(c.get("name")) for c in contexts) or "none"
                 raise Failure(
-                    f"no context {context!r} in kubeconfig {shown} (contexts: {names})", 2
+                    f"no context {context!r} in kubeconfig {shown} (contexts: {names})",
+                    NO_CLUSTER,
                 )
             cfg = client.Configuration()
             config.load_kube_config(
@@ -184,14 +195,13 @@ class _Cluster:
             )
         except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
             where = f"kubeconfig {shown}" + (f", context {context}" if context else "")
-            raise Failure(f"cannot load {where}: {_reason(exc)}", 2) \
-                from None
+            raise Failure(f"cannot load {where}: {_reason(exc)}", NO_CLUSTER) from None
         cfg.retries = 0  # one attempt: an unreachable server answers in seconds, not minutes
         ns = namespace or (chosen.get("context") or {}).get("namespace") or "default"
         return cls(client.ApiClient(cfg), shown, str(chosen["name"]), str(cfg.host), ns)
 
     def _call(self, fn: Any, *args: Any, missing: str) -> Any:
-        """One API call; 404 -> Failure(missing, 1); no access -> Failure(..., 2)."""
+        """One API call; 404 -> Failure(missing, NOT_FOUND); no access -> NO_CLUSTER."""
         from kubernetes.client.rest import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -200,18 +210,20 @@ class _Cluster:
             return fn(*args, _request_timeout=_TIMEOUT)
         except ApiException as exc:
             if exc.status == 404:
-                raise Failure(missing, 1) from None
+                raise Failure(missing, NOT_FOUND) from None
             if exc.status in (401, 403):
                 raise Failure(
                     f"the API server at {self.server} refused the request {where}: "
-                    f"{exc.status} {exc.reason}", 2,
+                    f"{exc.status} {exc.reason}", NO_CLUSTER,
                 ) from None
             raise Failure(
-                f"the API server at {self.server} answered {exc.status} {exc.reason} {where}", 2
+                f"the API server at {self.server} answered {exc.status} {exc.reason} {where}",
+                NO_CLUSTER,
             ) from None
         except (HTTPError, OSError) as exc:
             raise Failure(
-                f"cannot reach the API server at {self.server} {where}: {_reason(exc)}", 2
+                f"cannot reach the API server at {self.server} {where}: {_reason(exc)}",
+                NO_CLUSTER,
             ) from None
 
     def benchmark(self, name: str) -> dict[str, Any]:
@@ -460,7 +472,7 @@ def _figures(run: _Run, sweep_type: str) -> Any:
 
 
 def _compare(cluster: _Cluster, args: argparse.Namespace, obj: dict[str, Any],
-             status: BenchmarkStatus, candidate: _Run) -> int:
+             status: BenchmarkStatus, candidate: _Run, fmt: str) -> int:
     from llmbench.cli.compare import print_table
     from llmbench.runner.sweep.compare import (
         DEFAULT_TOLERANCES,
@@ -475,15 +487,17 @@ def _compare(cluster: _Cluster, args: argparse.Namespace, obj: dict[str, Any],
             else dict(DEFAULT_TOLERANCES)
         )
     except ValueError as exc:
-        raise Failure(f"error: {exc}", 2) from None
+        raise Failure(f"error: {exc}", USAGE) from None
     if candidate.number is None:
         raise Failure(f"LLMBenchmark {cluster.namespace}/{args.name}: no run yet to compare")
     baseline = _from_configmap(cluster, args.name, status, args.compare)
     sweep_type = _sweep_type(obj)
     rows = compare_sweeps(_figures(baseline, sweep_type), _figures(candidate, sweep_type),
                           tolerances)
-    if args.csv or args.json:
-        sys.stdout.write(render(rows, "json" if args.json else "csv"))
+    if fmt == "csv":
+        sys.stdout.write(render(rows, "csv"))
+    elif fmt != "table":
+        write_data(json.loads(render(rows, "json")), fmt)
     else:
         print_table(rows, f"run {baseline.number}", f"run {candidate.number}", _console())
     bad = [r for r in rows if r.verdict in ("regression", "missing")]
@@ -491,7 +505,7 @@ def _compare(cluster: _Cluster, args: argparse.Namespace, obj: dict[str, Any],
         names = ", ".join(f"{r.scope} {r.metric}" for r in bad)
         print(f"{PROG}: run {candidate.number} regressed against run {baseline.number}: "
               f"{names}", file=sys.stderr)
-        return 1
+        return REGRESSED
     return 0
 
 
@@ -505,7 +519,7 @@ def _plot(cluster: _Cluster, args: argparse.Namespace, obj: dict[str, Any],
         try:
             data = _from_configmap(cluster, args.name, status, h.run)
         except Failure as exc:
-            if exc.code == 2:
+            if exc.code != NOT_FOUND:
                 raise
             print(f"{PROG}: {exc}; not drawn", file=sys.stderr)
             continue
@@ -532,14 +546,14 @@ def _curve(points: Sequence[PointStatus]) -> list[tuple[float, float, float]]:
             if p.ttft_p99_ms is not None and p.ott is not None]
 
 
-def _show(cluster: _Cluster, args: argparse.Namespace) -> int:
+def _show(cluster: _Cluster, args: argparse.Namespace, fmt: str) -> int:
     obj = cluster.benchmark(args.name)
     status = _status(obj)
     ns, name = cluster.namespace, args.name
     if args.history:
-        if args.json:
-            _write_json([h.model_dump(by_alias=True, exclude_none=True, mode="json")
-                         for h in status.history])
+        if fmt != "table":
+            write_data([h.model_dump(by_alias=True, exclude_none=True, mode="json")
+                        for h in status.history], fmt)
         else:
             _print_history(_console(), ns, name, status)
         return 0
@@ -548,19 +562,16 @@ def _show(cluster: _Cluster, args: argparse.Namespace) -> int:
     run = (_from_configmap(cluster, name, status, args.run) if args.run is not None
            else _latest(obj, status))
     if args.compare is not None:
-        return _compare(cluster, args, obj, status, run)
-    if args.csv:
+        return _compare(cluster, args, obj, status, run, fmt)
+    if fmt == "csv":
         if not run.summary_csv:
             what = f"run {run.number}" if run.number is not None else "no run yet"
             raise Failure(f"LLMBenchmark {ns}/{name} ({what}): no summary CSV yet")
         sys.stdout.write(run.summary_csv)
         return 0
-    if args.json:
-        _write_json(json.loads(run.raw) if isinstance(run.raw, str) else run.raw)
+    if fmt != "table":
+        write_data(json.loads(run.raw) if isinstance(run.raw, str) else run.raw, fmt)
         return 0
     _print_run(_console(), ns, name, run)
     return 0
 
-
-def _write_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")

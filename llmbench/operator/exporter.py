@@ -7,9 +7,22 @@ on ``DELETED``, and :class:`BenchmarkCollector` renders that map at each scrape:
 benchmark's series disappear, no API call is made (the operator's RBAC is unchanged), and a
 restarted operator refills the map from its initial listing.
 
-Labels are exactly ``namespace``, ``benchmark`` and ``model`` (``spec.target.model``), plus
-``phase`` on ``llmbench_phase`` (one series per phase, kube-state-metrics style): a bounded
-number of series per benchmark, no per-point or per-run label.
+Labels are exactly ``benchmark_namespace``, ``benchmark`` and ``model`` (``spec.target.model``),
+plus ``phase`` on ``llmbench_phase`` (one series per phase, kube-state-metrics style),
+``currency`` on the cost gauge (``spec.cost.currency``: a price has a unit the name cannot carry)
+and ``result`` on ``llmbench_runs_total``: a bounded number of series per benchmark, no
+per-point or per-run label. The benchmark's namespace is not called ``namespace``: Prometheus
+(a ServiceMonitor or kubernetes_sd relabelling) adds ``namespace``, ``pod`` and ``service`` of
+the scraped operator pod, and the two would clash (``exported_namespace`` without
+``honorLabels``, the operator's namespace in every alert); ``job``, ``instance``, ``pod``,
+``service``, ``endpoint`` and ``container`` are left to Prometheus too.
+
+``llmbench_runs_total{result}`` counts the runs this operator process saw finish:
+``succeeded`` (a valid measurement), ``invalid`` (finished, but ``MeasurementValid`` is not
+True) and ``failed``. A counter starts at 0 with the process (Prometheus' ``rate``/``increase``
+handle the reset): the run a benchmark already shows when the operator first sees it is its
+baseline, not a new run, so a restart never counts a run twice; a replayed event of the same run
+counts once.
 
 Which run the result gauges describe: the current status when it is a finished run
 (``phase: Succeeded``) whose ``MeasurementValid`` condition is True, with every gauge; else
@@ -31,20 +44,26 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from llmbench.api.spec import Cost
 from llmbench.api.status import PHASES
 
 __all__ = [
+    "EXTRA_LABELS",
     "HELP",
+    "LABELS",
     "METRICS",
     "REGISTRY",
+    "RESULTS",
     "BenchmarkCollector",
     "MetricsConfig",
     "Sample",
+    "finished_run",
     "forget",
     "gauges",
+    "labels",
     "observe",
     "record",
     "start_metrics",
@@ -53,9 +72,13 @@ __all__ = [
 
 log = logging.getLogger("llmbench.operator")
 
-LABELS = ("namespace", "benchmark", "model")
+#: The labels of every series (the benchmark's), before a metric's own (:data:`EXTRA_LABELS`).
+LABELS = ("benchmark_namespace", "benchmark", "model")
 
-#: Every metric this module exports, with its HELP text (all gauges).
+#: The outcomes ``llmbench_runs_total`` counts (its ``result`` label), each exported from 0.
+RESULTS = ("succeeded", "invalid", "failed")
+
+#: Every metric this module exports, with its HELP text (gauges; ``_total``: the counter).
 HELP: dict[str, str] = {
     "llmbench_max_ott_under_slo_tokens_per_second": (
         "Output token throughput of the highest-throughput point meeting every SLO, last "
@@ -67,7 +90,8 @@ HELP: dict[str, str] = {
         "GPU energy per output token at the knee point (the target's GPUs, dcgm-exporter)."
     ),
     "llmbench_cost_per_million_output_tokens": (
-        "spec.cost.pricePerHour / (max OTT under SLO x 3600) x 1e6, in spec.cost.currency."
+        "spec.cost.pricePerHour / (max OTT under SLO x 3600) x 1e6, in the currency label "
+        "(spec.cost.currency)."
     ),
     "llmbench_result_run": "Run number the result gauges of this benchmark describe.",
     "llmbench_regressed": "1 if the Regressed condition is True, 0 if False; absent otherwise.",
@@ -75,11 +99,22 @@ HELP: dict[str, str] = {
     "llmbench_last_run_duration_seconds": "Duration of the last finished run (start to finish).",
     "llmbench_scheduled": "1 if spec.schedule is set and spec.suspend is not true, else 0.",
     "llmbench_phase": "1 for the benchmark's current status.phase, 0 for the others.",
+    "llmbench_runs_total": (
+        "Runs this operator saw finish, by result: succeeded (valid), invalid (finished, "
+        "measurement not valid), failed."
+    ),
+}
+
+#: The labels a metric has after :data:`LABELS`.
+EXTRA_LABELS: dict[str, tuple[str, ...]] = {
+    "llmbench_phase": ("phase",),
+    "llmbench_cost_per_million_output_tokens": ("currency",),
+    "llmbench_runs_total": ("result",),
 }
 
 
 class Sample(NamedTuple):
-    """One gauge value: metric name, labels (``LABELS`` plus ``phase`` on llmbench_phase)."""
+    """One value: metric name, labels (:data:`LABELS`, then the metric's :data:`EXTRA_LABELS`)."""
 
     name: str
     labels: dict[str, str]
@@ -125,18 +160,41 @@ def _knee_point(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def labels(body: Mapping[str, Any]) -> dict[str, str]:
+    """The :data:`LABELS` of one ``LLMBenchmark`` object."""
+    meta = body.get("metadata") or {}
+    model = ((body.get("spec") or {}).get("target") or {}).get("model")
+    return {
+        "benchmark_namespace": str(meta.get("namespace") or ""),
+        "benchmark": str(meta.get("name") or ""),
+        "model": model if isinstance(model, str) else "",
+    }
+
+
+def finished_run(body: Mapping[str, Any]) -> tuple[int, str] | None:
+    """``(run number, result)`` when the status shows a finished run, else None.
+
+    The result is one of :data:`RESULTS`: ``failed`` for a Failed run, ``succeeded`` for a
+    Succeeded one whose ``MeasurementValid`` condition is True, ``invalid`` for the other
+    Succeeded ones (the same rule that keeps an invalid run out of the result gauges).
+    """
+    status = body.get("status") or {}
+    run = _number(status.get("run"))
+    phase = status.get("phase")
+    if run is None or phase not in ("Succeeded", "Failed"):
+        return None
+    if phase == "Failed":
+        return int(run), "failed"
+    valid = _condition(status, "MeasurementValid") == "True"
+    return int(run), "succeeded" if valid else "invalid"
+
+
 def gauges(body: Mapping[str, Any]) -> list[Sample]:
     """The gauge samples of one ``LLMBenchmark`` object (see the module docstring)."""
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
-    target = spec.get("target") or {}
-    model = target.get("model")
-    base = {
-        "namespace": str(meta.get("namespace") or ""),
-        "benchmark": str(meta.get("name") or ""),
-        "model": model if isinstance(model, str) else "",
-    }
+    base = labels(body)
     out: list[Sample] = []
 
     def add(name: str, value: float | None, **extra: str) -> None:
@@ -156,12 +214,15 @@ def gauges(body: Mapping[str, Any]) -> list[Sample]:
                 ms = _number(knee.get(key))
                 add(f"llmbench_{metric}_p99_at_knee_seconds", None if ms is None else ms / 1e3)
             add("llmbench_joules_per_output_token", _number(knee.get("joulesPerOutputToken")))
-        price = _number((spec.get("cost") or {}).get("pricePerHour"))
+        cost = spec.get("cost") or {}
+        price = _number(cost.get("pricePerHour"))
+        currency = cost.get("currency") or Cost.model_fields["currency"].default
         same_spec = status.get("observedGeneration") == meta.get("generation")
         if price is not None and ott and same_spec:
             # llmbench.runner.sweep.analysis.cost_per_million (the operator does not import the
             # runner; a test keeps the two equal)
-            add("llmbench_cost_per_million_output_tokens", price / (ott * 3600.0) * 1e6)
+            add("llmbench_cost_per_million_output_tokens", price / (ott * 3600.0) * 1e6,
+                currency=str(currency))
     else:
         for entry in reversed(status.get("history") or []):
             if entry.get("phase") == "Succeeded" and entry.get("valid") is True:
@@ -193,6 +254,17 @@ def gauges(body: Mapping[str, Any]) -> list[Sample]:
     return out
 
 
+@dataclass
+class _Runs:
+    """One benchmark's run counts (``llmbench_runs_total``): the object's uid (a benchmark
+    deleted and created again under its name starts over), the newest finished run already
+    counted or taken as the baseline, and the counts by result."""
+
+    uid: str
+    last: int
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESULTS, 0))
+
+
 class BenchmarkCollector(Collector):
     """Renders the samples of every known benchmark at each scrape; thread-safe (the HTTP
     server's thread reads while kopf's loop writes)."""
@@ -200,23 +272,48 @@ class BenchmarkCollector(Collector):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._samples: dict[tuple[str, str], list[Sample]] = {}
+        self._runs: dict[tuple[str, str], _Runs] = {}
+        self._labels: dict[tuple[str, str], dict[str, str]] = {}
 
     def set(self, namespace: str, name: str, samples: list[Sample]) -> None:
         with self._lock:
             self._samples[(namespace, name)] = samples
 
+    def count(self, body: Mapping[str, Any]) -> None:
+        """Counts the run ``body`` shows finished, once; the first body seen of an object is
+        its baseline (see the module docstring)."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        uid = str(meta.get("uid") or "")
+        done = finished_run(body)
+        with self._lock:
+            self._labels[key] = labels(body)
+            runs = self._runs.get(key)
+            if runs is None or runs.uid != uid:
+                self._runs[key] = _Runs(uid, done[0] if done else 0)
+            elif done is not None and done[0] > runs.last:
+                runs.last = done[0]
+                runs.counts[done[1]] += 1
+
     def remove(self, namespace: str, name: str) -> None:
         with self._lock:
             self._samples.pop((namespace, name), None)
+            self._runs.pop((namespace, name), None)
+            self._labels.pop((namespace, name), None)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             samples = [s for key in sorted(self._samples) for s in self._samples[key]]
-        families: dict[str, tuple[GaugeMetricFamily, list[str]]] = {}
+            samples += [
+                Sample("llmbench_runs_total", {**self._labels[key], "result": result}, float(n))
+                for key in sorted(self._runs) for result, n in self._runs[key].counts.items()
+            ]
+        families: dict[str, tuple[GaugeMetricFamily | CounterMetricFamily, list[str]]] = {}
         for s in samples:
             if s.name not in families:
-                names = [*LABELS, "phase"] if s.name == "llmbench_phase" else list(LABELS)
-                families[s.name] = (GaugeMetricFamily(s.name, HELP[s.name], labels=names), names)
+                names = [*LABELS, *EXTRA_LABELS.get(s.name, ())]
+                kind = CounterMetricFamily if s.name.endswith("_total") else GaugeMetricFamily
+                families[s.name] = (kind(s.name, HELP[s.name], labels=names), names)
             family, names = families[s.name]
             family.add_metric([s.labels[k] for k in names], s.value)
         for family, _names in families.values():
@@ -239,9 +336,10 @@ REGISTRY.register(COLLECTOR)
 
 
 def observe(body: Mapping[str, Any]) -> None:
-    """Stores the samples of a benchmark from an event's body."""
+    """Stores the samples of a benchmark from an event's body, and counts a finished run."""
     meta = body.get("metadata") or {}
     COLLECTOR.set(str(meta.get("namespace") or ""), str(meta.get("name") or ""), gauges(body))
+    COLLECTOR.count(body)
 
 
 def forget(namespace: str, name: str) -> None:

@@ -66,6 +66,14 @@ def rbac_problems(docs: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def operator_roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ClusterRoles of the operator, without the two aggregated into view/edit for users
+    (tests/charts/test_aggregated_roles.py)."""
+    return [r for r in by_kind(docs, "ClusterRole")
+            if not any(k.startswith("rbac.authorization.k8s.io/aggregate-to-")
+                       for k in r["metadata"].get("labels", {}))]
+
+
 def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     (deployment,) = by_kind(docs, "Deployment")
     (c,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -84,10 +92,11 @@ def test_helm_lint(values: dict[str, Any]) -> None:
 def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
     docs = render()
     kinds = sorted(d["kind"] for d in docs)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount",
-                     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    assert kinds == ["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                     "Deployment", "Service", "ServiceAccount", "ValidatingAdmissionPolicy",
+                     "ValidatingAdmissionPolicyBinding"]
     assert rbac_problems(docs) == []
-    (role,) = by_kind(docs, "ClusterRole")
+    (role,) = operator_roles(docs)
     assert role["metadata"]["name"] == "llmbench-operator"
 
     (deployment,) = by_kind(docs, "Deployment")
@@ -143,7 +152,7 @@ def test_a_namespaced_install_has_a_role_in_each_watched_namespace() -> None:
                                 "name": "bench-llmbench-operator"}
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "bench-llmbench-operator",
                                   "namespace": "ops"}]
-    (cluster_role,) = by_kind(docs, "ClusterRole")
+    (cluster_role,) = operator_roles(docs)
     assert cluster_role["metadata"]["name"] == "bench-llmbench-operator-ops"
     assert grants(cluster_role["rules"]) == CLUSTER_WIDE
     c = container(docs)
@@ -161,7 +170,7 @@ def test_exporter_namespaces_get_a_role_to_list_pods_and_no_cluster_wide_list() 
     roles = {(r["metadata"]["namespace"], r["metadata"]["name"]): r for r in by_kind(docs, "Role")}
     assert grants(roles[("gpu-operator", "bench-llmbench-operator-exporters")]["rules"]) == {
         ("", "pods"): {"list"}}
-    (cluster_role,) = by_kind(docs, "ClusterRole")
+    (cluster_role,) = operator_roles(docs)
     assert ("", "pods") not in grants(cluster_role["rules"])
     args = container(docs)["args"]
     assert "--exporter-namespace=gpu-operator" in args

@@ -29,6 +29,8 @@ from llmbench.api.status import (
     dump,
 )
 from llmbench.cli import main
+from llmbench.cli.output import NO_CLUSTER, NOT_FOUND, USAGE
+from llmbench.cli.output import REGRESSED as EXIT_REGRESSED
 
 pytestmark = pytest.mark.e2e
 
@@ -179,7 +181,7 @@ def test_older_run_from_its_configmap(
     assert "validity: True no validity warning" in out
 
     code, out, err = results(capsys, *bench["words"], "--run", "3")
-    assert code == 1 and out == ""
+    assert code == NOT_FOUND and out == ""
     assert err.strip() == f"llmbench results: run 3 of {bench['ns']}/{NAME} does not exist " \
         "(the latest is run 2)"
 
@@ -194,27 +196,51 @@ def test_history(bench: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> N
     assert "regressed" in out and rows[0].rstrip(" │|").endswith("no")
     assert rows[1].rstrip(" │|").endswith("yes")
 
-    code, out, err = results(capsys, *bench["words"], "--history", "--json")
+    code, out, err = results(capsys, *bench["words"], "--history", "-o", "json")
     assert code == 0, err
     assert [HistoryEntry.model_validate(h) for h in json.loads(out)] == STATUS.history
+    code, out, err = results(capsys, *bench["words"], "--history", "-o", "yaml")
+    assert code == 0, err
+    assert [HistoryEntry.model_validate(h) for h in yaml.safe_load(out)] == STATUS.history
 
 
 def test_csv_byte_for_byte(bench: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = results(capsys, *bench["words"], "--csv")
+    code, out, err = results(capsys, *bench["words"], "-o", "csv")
     assert code == 0, err
     assert out == CSV2
-    code, out, err = results(capsys, *bench["words"], "--csv", "--run", "1")
+    code, out, err = results(capsys, *bench["words"], "-o", "csv", "--run", "1")
     assert code == 0, err
     assert out == CSV1
 
 
 def test_json_round_trips(bench: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = results(capsys, *bench["words"], "-o", "json")
+    assert code == 0, err
+    assert BenchmarkStatus.model_validate(json.loads(out)) == STATUS
+    code, out, err = results(capsys, *bench["words"], "-o", "json", "--run", "1")
+    assert code == 0, err
+    assert RunDigest.model_validate(json.loads(out)) == DIGEST1
+    code, out, err = results(capsys, *bench["words"], "-o", "yaml")
+    assert code == 0, err
+    assert BenchmarkStatus.model_validate(yaml.safe_load(out)) == STATUS
+    code, out, err = results(capsys, *bench["words"], "--output", "yaml", "--run", "1")
+    assert code == 0, err
+    assert RunDigest.model_validate(yaml.safe_load(out)) == DIGEST1
+
+
+def test_the_old_format_flags_still_work_with_a_note(
+    bench: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = results(capsys, *bench["words"], "--json")
     assert code == 0, err
     assert BenchmarkStatus.model_validate(json.loads(out)) == STATUS
-    code, out, err = results(capsys, *bench["words"], "--json", "--run", "1")
-    assert code == 0, err
-    assert RunDigest.model_validate(json.loads(out)) == DIGEST1
+    assert err == "llmbench results: note: --json is deprecated; use -o json\n"
+    code, out, err = results(capsys, *bench["words"], "--csv")
+    assert (code, out) == (0, CSV2)
+    assert err == "llmbench results: note: --csv is deprecated; use -o csv\n"
+    code, out, err = results(capsys, *bench["words"], "--csv", "-o", "json")
+    assert code == USAGE and out == ""
+    assert "--csv and -o json ask for two formats; give -o only" in err
 
 
 def test_plot(
@@ -230,13 +256,15 @@ def test_plot(
 
 def test_compare(bench: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = results(capsys, *bench["words"], "--compare", "1")
-    assert code == 1  # p99 TTFT at concurrency 2 rose 24.8 % (> +10 %)
+    assert code == EXIT_REGRESSED  # p99 TTFT at concurrency 2 rose 24.8 % (> +10 %)
     assert "A = run 1 | B = run 2" in out
     assert "regression" in out and "+24.8%" in out
     assert "run 2 regressed against run 1" in err and "concurrency 2 ttft_p99" in err
 
-    code, out, err = results(capsys, *bench["words"], "--compare", "1", "--json")
-    assert code == 1
+    code, out, err = results(capsys, *bench["words"], "--compare", "1", "-o", "json")
+    assert code == EXIT_REGRESSED
+    assert yaml.safe_load(results(capsys, *bench["words"], "--compare", "1", "-o", "yaml")[1]
+                          ) == json.loads(out)
     rows = {(r["scope"], r["metric"]): r for r in json.loads(out)["rows"]}
     r = rows[("concurrency 2", "ttft_p99")]
     assert (r["a"], r["b"], r["verdict"]) == (120.5, 150.333, "regression")
@@ -254,7 +282,7 @@ def test_pruned_run(bench: dict[str, Any], capsys: pytest.CaptureFixture[str],
                    tmp_path: Path) -> None:
     bench["k8s"].core.delete_namespaced_config_map(results_configmap_name(NAME, 1), bench["ns"])
     code, out, err = results(capsys, *bench["words"], "--run", "1")
-    assert code == 1 and out == ""
+    assert code == NOT_FOUND and out == ""
     lines = err.strip().splitlines()
     assert lines == [
         f"llmbench results: run 1 of {bench['ns']}/{NAME}: its results ConfigMap {NAME}-run-1 "
@@ -281,7 +309,7 @@ def test_namespace_from_context_and_not_found(
     assert f"LLMBenchmark {bench['ns']}/{NAME} · run 2" in out
 
     code, out, err = results(capsys, "results", "missing", "--kubeconfig", str(kubeconfig))
-    assert code == 1 and out == ""
+    assert code == NOT_FOUND and out == ""
     assert err.strip().splitlines() == [
         f"llmbench results: LLMBenchmark {bench['ns']}/missing not found (context {current})"
     ]
@@ -300,7 +328,7 @@ def test_unreachable_api_server(capsys: pytest.CaptureFixture[str], tmp_path: Pa
         "contexts": [{"name": "kind-x", "context": {"cluster": "c", "user": "u"}}],
     }))
     code, out, err = results(capsys, "results", NAME, "--kubeconfig", str(kubeconfig))
-    assert code == 2 and out == ""
+    assert code == NO_CLUSTER and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(
@@ -323,8 +351,8 @@ def test_benchmark_without_a_run(
     assert code == 0, err
     assert f"LLMBenchmark {ns}/fresh · no run yet · N/A" in out
     assert "no point has finished yet" in out
-    code, out, err = results(capsys, *words, "--csv")
-    assert code == 1 and out == ""
+    code, out, err = results(capsys, *words, "-o", "csv")
+    assert code == NOT_FOUND and out == ""
     assert err.strip() == f"llmbench results: LLMBenchmark {ns}/fresh (no run yet): no summary " \
         "CSV yet"
     code, out, err = results(capsys, *words, "--history")

@@ -23,6 +23,7 @@ from llmbench.operator.exporter import (
     BenchmarkCollector,
     MetricsConfig,
     Sample,
+    finished_run,
     forget,
     gauges,
     observe,
@@ -31,7 +32,8 @@ from llmbench.operator.exporter import (
 )
 from llmbench.runner.sweep.analysis import cost_per_million
 
-LABELS = {"namespace": "team-a", "benchmark": "nightly", "model": "meta-llama/Llama-3.1-8B"}
+LABELS = {"benchmark_namespace": "team-a", "benchmark": "nightly",
+          "model": "meta-llama/Llama-3.1-8B"}
 
 
 def _point(value: float, ttft: float, itl: float, ott: float, slo_met: bool) -> dict[str, Any]:
@@ -127,10 +129,14 @@ def test_a_finished_valid_run_gives_every_gauge_in_base_units() -> None:
                  "llmbench_phase[Failed]": 0}
 
 
-def test_labels_are_namespace_benchmark_model_only() -> None:
+def test_labels_are_benchmark_namespace_benchmark_model_only() -> None:
+    # nothing Prometheus adds to a scraped target (namespace, pod, service, job, instance...)
     for s in gauges(benchmark()):
-        extra = {"phase"} if s.name == "llmbench_phase" else set()
+        extra = {"llmbench_phase": {"phase"},
+                 "llmbench_cost_per_million_output_tokens": {"currency"}}.get(s.name, set())
         assert set(s.labels) == set(LABELS) | extra
+        assert not set(s.labels) & {"namespace", "pod", "service", "job", "instance",
+                                    "endpoint", "container"}
         assert {k: s.labels[k] for k in LABELS} == LABELS
         assert s.name in HELP
     body = benchmark()
@@ -217,6 +223,74 @@ def test_a_suspended_or_unscheduled_benchmark_is_not_scheduled() -> None:
     del body["spec"]["schedule"]
     del body["spec"]["suspend"]
     assert values(gauges(body))["llmbench_scheduled"] == 0
+
+
+def test_the_cost_gauge_names_its_currency() -> None:
+    (cost,) = [s for s in gauges(benchmark()) if s.name.startswith("llmbench_cost")]
+    assert cost.labels == {**LABELS, "currency": "EUR"}
+    body = benchmark()
+    body["spec"]["cost"]["currency"] = "USD"
+    (cost,) = [s for s in gauges(body) if s.name.startswith("llmbench_cost")]
+    assert cost.labels["currency"] == "USD"
+    del body["spec"]["cost"]["currency"]  # an object stored before the CRD defaulted it
+    (cost,) = [s for s in gauges(body) if s.name.startswith("llmbench_cost")]
+    assert cost.labels["currency"] == "EUR"  # the API's default (Cost.currency)
+
+
+def test_a_finished_run_is_succeeded_invalid_or_failed() -> None:
+    assert finished_run(benchmark()) == (7, "succeeded")
+    invalid = benchmark()
+    invalid["status"]["conditions"][2] = _cond("MeasurementValid", "False", "ValidityWarnings")
+    assert finished_run(invalid) == (7, "invalid")
+    assert finished_run(benchmark(phase="Failed")) == (7, "failed")
+    assert finished_run(benchmark(phase="Running", run=8)) is None
+    fresh = benchmark()
+    fresh["status"] = {}
+    assert finished_run(fresh) is None
+
+
+def _runs(collector: BenchmarkCollector) -> dict[tuple[str, str], float]:
+    """(benchmark, result) -> llmbench_runs_total, from the real text format."""
+    family = _scrape(collector).get("llmbench_runs")
+    if family is None:
+        return {}
+    assert family.type == "counter"
+    return {(s.labels["benchmark"], s.labels["result"]): s.value for s in family.samples
+            if s.name == "llmbench_runs_total"}
+
+
+def test_runs_total_counts_each_finished_run_once_from_a_baseline() -> None:
+    collector = BenchmarkCollector()
+    collector.count(benchmark())  # first sight (an operator start): run 7 is the baseline
+    assert _runs(collector) == {("nightly", r): 0 for r in ("succeeded", "invalid", "failed")}
+    running = benchmark(phase="Running", run=8)
+    collector.count(running)
+    collector.count(benchmark(phase="Failed", run=8))
+    collector.count(benchmark(phase="Failed", run=8))  # a replayed event: counted once
+    invalid = benchmark(run=9)
+    invalid["status"]["conditions"][2] = _cond("MeasurementValid", "False", "ValidityWarnings")
+    collector.count(invalid)
+    collector.count(benchmark(run=10))
+    collector.count(benchmark(run=9))  # an older body arriving late changes nothing
+    assert _runs(collector) == {("nightly", "succeeded"): 1, ("nightly", "invalid"): 1,
+                                ("nightly", "failed"): 1}
+    family = _scrape(collector)["llmbench_runs"]
+    assert {k: v for s in family.samples for k, v in s.labels.items() if k != "result"} == LABELS
+
+    # deleted and created again under the same name (a new uid): it starts over
+    again = benchmark(phase="Succeeded", run=1)
+    again["metadata"]["uid"] = "77aa"
+    collector.count(again)
+    assert _runs(collector)[("nightly", "succeeded")] == 0
+    collector.remove("team-a", "nightly")
+    assert _runs(collector) == {}
+
+
+def test_a_benchmark_first_seen_running_counts_that_run_when_it_finishes() -> None:
+    collector = BenchmarkCollector()
+    collector.count(benchmark(phase="Running", run=8))
+    collector.count(benchmark(run=8))
+    assert _runs(collector)[("nightly", "succeeded")] == 1
 
 
 def _scrape(collector: BenchmarkCollector) -> dict[str, Any]:

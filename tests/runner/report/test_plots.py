@@ -65,7 +65,7 @@ def test_report_rebuilds_from_saved_artefacts(sweep_dir: Path, tmp_path: Path,
     for png in (sweep_dir / PLOTS_DIR).glob("*.png"):
         png.unlink()
     out = tmp_path / "r.html"
-    assert main(["report", str(sweep_dir), "-o", str(out)]) == 0
+    assert main(["report", str(sweep_dir), "--output-file", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     telemetry = list(sweep_dir.glob("*/telemetry.png"))
     assert len(re.findall(r"data:image/png;base64,", out.read_text())) == len(EXPECTED) + len(
@@ -80,7 +80,7 @@ def test_report_renders_and_never_rewrites_the_exports(sweep_dir: Path, tmp_path
                sweep_dir / "analyze_export_genai_perf.json", sweep_dir / "checkpoint.json",
                *sweep_dir.glob("*/profile_export_genai_perf.*")]
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in exports}
-    assert main(["report", str(sweep_dir), "-o", str(tmp_path / "again.html")]) == 0
+    assert main(["report", str(sweep_dir), "--output-file", str(tmp_path / "again.html")]) == 0
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in exports} == before
     # the page shows the saved summary CSV's rows, the same text the run wrote
     page = (tmp_path / "again.html").read_text()

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from results_factory import flat, point_result, sweep_analysis
 
 from llmbench.api.results import Errors
@@ -84,7 +85,7 @@ def test_exit_codes_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[st
     worse = profile(tmp_path / "worse", ott=1000, ttft_p99=130)
     assert main(["compare", str(a), str(same)]) == 0
     capsys.readouterr()
-    assert main(["compare", str(a), str(worse), "--format", "json"]) == 1
+    assert main(["compare", str(a), str(worse), "-o", "json"]) == 1
     captured = capsys.readouterr()
     data = json.loads(captured.out)
     assert data["regression"] is True
@@ -94,10 +95,31 @@ def test_exit_codes_and_formats(tmp_path: Path, capsys: pytest.CaptureFixture[st
     # a looser tolerance lets it pass
     assert main(["compare", str(a), str(worse), "--tolerance", "ttft_p99:+50%"]) == 0
     capsys.readouterr()
-    assert main(["compare", str(a) + "/" + GENAI_PERF_JSON, str(worse), "--format", "csv"]) == 1
+    assert main(["compare", str(a) + "/" + GENAI_PERF_JSON, str(worse), "-o", "csv"]) == 1
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
     assert rows[0] == ["Scope", "Metric", "A", "B", "Change (%)", "Tolerance (%)", "Verdict"]
     assert ["profile", "ttft_p99", "100.00", "130.00", "30.00", "10", "regression"] in rows
+    assert main(["compare", str(a), str(worse), "-o", "yaml"]) == 1
+    assert yaml.safe_load(capsys.readouterr().out) == data
+
+
+def test_the_old_format_flag_still_works_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = profile(tmp_path / "a", ott=1000, ttft_p99=100)
+    assert main(["compare", str(a), str(a), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["regression"] is False
+    assert err == "llmbench compare: note: --format json is deprecated; use -o json\n"
+    assert main(["compare", str(a), str(a), "--format", "csv", "-o", "json"]) == 2
+    assert "ask for two formats" in capsys.readouterr().err
+
+
+def test_a_missing_input_is_not_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = profile(tmp_path / "a", ott=1, ttft_p99=1)
+    assert main(["compare", str(a), str(tmp_path / "nowhere")]) == 3
+    assert capsys.readouterr().err == (
+        f"llmbench compare: {tmp_path / 'nowhere'}: no such file or folder\n")
 
 
 def test_sweeps_match_points_by_value(tmp_path: Path) -> None:
@@ -119,7 +141,8 @@ def test_incomparable_inputs_are_usage_errors(
     s = sweep(tmp_path / "s", [(1, 1, 1)], None)
     assert main(["compare", str(a), str(s)]) == 2
     assert "compare like with like" in capsys.readouterr().err
-    assert main(["compare", str(a), str(tmp_path / "nowhere")]) == 2
+    (tmp_path / "empty").mkdir()
+    assert main(["compare", str(a), str(tmp_path / "empty")]) == 2
     assert "is it an llmbench result folder" in capsys.readouterr().err
     assert main(["compare", str(a), str(a), "--tolerance", "ott:+1%"]) == 2
 
