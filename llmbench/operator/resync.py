@@ -19,8 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from llmbench.api.job import run_name
-from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN
-from llmbench.operator.finish import finish_run
+from llmbench.operator.finish import finish_run, own_job, run_pods
 from llmbench.operator.kube import NotFound
 from llmbench.operator.lease import renew_lease
 from llmbench.operator.results import read_context
@@ -101,18 +100,15 @@ async def check_run(op: Operator, namespace: str, name: str) -> None:
     if status.phase != "Running" or not run:
         return
     job_name = status.job or run_name(name, run)
-    try:
-        job: dict[str, Any] | None = await op.kube.get_job(namespace, job_name)
-    except NotFound:
-        job = None
+    job = await own_job(op, body, status, run)  # a Job of that name not the run's: gone too
     outcome = job_outcome(job)
     if job is not None and outcome in ("Succeeded", "Failed"):
         await finish_run(op, namespace, name, run, job, str(outcome))  # the write kopf lost
         return
-    pods: list[dict[str, Any]] = []
+    pods: list[Mapping[str, Any]] = []
     failed_creates: list[dict[str, Any]] = []
     if job is not None:
-        pods = await op.kube.list_pods(namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+        pods = await run_pods(op, namespace, name, run, job)
         if not pods:
             uid = (job.get("metadata") or {}).get("uid") or ""
             failed_creates = await op.kube.list_events(namespace, uid, "FailedCreate")
