@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .crd import CRD_NAME, PRINTER_COLUMNS, crd
-from .spec import API_VERSION, KIND, spec_rules
+from .spec import API_VERSION, KIND, NAME_RULE, spec_rules
 
 __all__ = ["field_rows", "reference_markdown"]
 
@@ -97,7 +97,8 @@ def reference_markdown() -> str:
         "| where | rule | enforced by |",
         "| --- | --- | --- |",
     ]
-    for where, r in spec_rules():
+    # the rule on the object's root (the CRD's, not the spec's), then the spec's
+    for where, r in [("metadata.name", NAME_RULE), *spec_rules()]:
         # A rule without CEL says why (Rule.python_only): the table is the whole record.
         by = (
             "API server (CEL) and Python"

@@ -1,16 +1,18 @@
 """The operator's own guard on the fields that stand for rights: fail closed where the
 admission policy cannot decide.
 
-Three fields of a benchmark make the operator act with rights its creator may lack:
+Four fields of a benchmark make the operator act with rights its creator may lack:
 ``spec.target.apiKeySecretRef`` (the runner sends that Secret's value as a Bearer token),
 ``spec.runner.image`` (a pod of the user's choosing, with that Secret and the namespace's
-claims) and ``spec.target.service.namespace`` (the operator reads that namespace's Service, pods
-and their arguments into status). The chart's ValidatingAdmissionPolicy checks the creator's
-rights at admission (docs/security.md); only the API server knows who the creator was, so the
-operator cannot check them itself. Where it cannot see that policy in force (an API server
-before 1.30, the policy not installed, a binding that skips the namespace) it refuses those
-fields with ``Accepted=False`` instead, unless the image is on ``--allowed-runner-images`` or
-the namespace is trusted (``--trust-namespace``).
+claims), ``spec.target.service.namespace`` (the operator reads that namespace's Service, pods
+and their arguments into status) and ``spec.artifacts.pvc`` (the runner pod mounts that claim
+read-write: what creating a pod would let the user do, so it needs ``create pods``). The
+chart's ValidatingAdmissionPolicy checks the creator's rights at admission (docs/security.md);
+only the API server knows who the creator was, so the operator cannot check them itself.
+Where it cannot see that policy in force (an API server before 1.30, the policy not installed,
+a binding that skips the namespace) it refuses those fields with ``Accepted=False`` instead,
+unless the image is on ``--allowed-runner-images`` or the namespace is trusted
+(``--trust-namespace``).
 """
 
 from __future__ import annotations
@@ -69,6 +71,12 @@ def guarded_fields(
             "spec.runner.image",
             f"needs create on pods in namespace {namespace} (image {image} is not on the "
             "operator's --allowed-runner-images)",
+        ))
+    if spec.artifacts.pvc is not None:
+        out.append(SpecIssue(
+            "spec.artifacts.pvc",
+            f"needs create on pods in namespace {namespace} (the runner pod mounts claim "
+            f"{spec.artifacts.pvc.claim_name} read-write)",
         ))
     other = t.service.namespace if t.service is not None else None
     if other and other != namespace:

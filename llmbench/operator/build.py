@@ -119,6 +119,26 @@ def owns(benchmark: Mapping[str, Any], child: Mapping[str, Any], name: str | Non
     )
 
 
+def job_pods(
+    pods: Sequence[Mapping[str, Any]], job: Mapping[str, Any] | None
+) -> list[Mapping[str, Any]]:
+    """The pods among ``pods`` (listed by the run's labels) that the run's ``job`` made: their
+    controlling owner has the Job's uid. None without a Job (or a Job without a uid).
+
+    Why: a user who may create pods can label one for any benchmark; such a pod must neither
+    end the run (an image that never pulls, an OOM kill) nor describe it (nodes, conditions,
+    termination message). ``job`` must itself be the run's own (:func:`owns`).
+    """
+    uid = ((job or {}).get("metadata") or {}).get("uid")
+    if not uid:
+        return []
+    return [
+        p for p in pods
+        if any(ref.get("controller") and ref.get("kind") == "Job" and ref.get("uid") == uid
+               for ref in (p.get("metadata") or {}).get("ownerReferences") or [])
+    ]
+
+
 def child_labels(benchmark: str, run: int) -> dict[str, str]:
     """Labels on every child: the operator watches children by these, statelessly."""
     return {

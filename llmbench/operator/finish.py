@@ -18,7 +18,14 @@ from typing import Any, Literal
 from llmbench.api.job import RunContext, run_name
 from llmbench.api.status import BenchmarkStatus, Condition, RunDigest, dump
 from llmbench.operator import baseline as baselines
-from llmbench.operator.build import LABEL_ACTIVE, LABEL_BENCHMARK, LABEL_RUN, owner_of, owns
+from llmbench.operator.build import (
+    LABEL_ACTIVE,
+    LABEL_BENCHMARK,
+    LABEL_RUN,
+    job_pods,
+    owner_of,
+    owns,
+)
 from llmbench.operator.kube import PRUNED_KINDS, NotFound
 from llmbench.operator.lease import release_lease
 from llmbench.operator.reconcile import reconcile
@@ -191,6 +198,29 @@ async def job_event(op: Operator, body: Mapping[str, Any], type: str) -> None:  
     await finish_run(op, namespace, name, run, dict(body), outcome)
 
 
+async def own_job(
+    op: Operator, benchmark: Mapping[str, Any], status: BenchmarkStatus, run: int
+) -> dict[str, Any] | None:
+    """The run's Job if it exists and is the benchmark's own (:func:`owns`), else None."""
+    namespace, name = benchmark["metadata"]["namespace"], benchmark["metadata"]["name"]
+    job_name = status.job or run_name(name, run)
+    try:
+        job: dict[str, Any] = await op.kube.get_job(namespace, job_name)
+    except NotFound:
+        return None
+    return job if owns(benchmark, job, job_name) else None
+
+
+async def run_pods(
+    op: Operator, namespace: str, name: str, run: int, job: Mapping[str, Any] | None
+) -> list[Mapping[str, Any]]:
+    """The run's runner pods: listed by its labels, kept when its ``job`` made them."""
+    if not job:
+        return []
+    pods = await op.kube.list_pods(namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+    return job_pods(pods, job)
+
+
 async def finish_run(
     op: Operator, namespace: str, name: str, run: int, job: dict[str, Any], outcome: str,
     reason: str | None = None,
@@ -219,8 +249,8 @@ async def finish_run(
         if outcome == "Failed" or digest is None or not digest.finished:
             # the pods' termination messages: the kernel's word beats "backoff", and the
             # runner's last digest is there when the ConfigMap did not take it
-            pods = await op.kube.list_pods(
-                namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+            pods = await run_pods(op, namespace, name, run,
+                                  job or await own_job(op, body, status, run))
             digest = final_digest(digest, termination_digest(pods))
             if outcome == "Failed" and reason is None:
                 oom = oom_killed(pods)

@@ -297,6 +297,15 @@ class Kube:
         except NotFound:
             return
 
+    @uses("", "configmaps", "patch")
+    async def add_label(self, namespace: str, name: str, label: str, value: str) -> None:
+        """Sets a label on a ConfigMap (gone already is fine)."""
+        try:
+            await _call(self.core.patch_namespaced_config_map, name, namespace,
+                        {"metadata": {"labels": {label: value}}})
+        except NotFound:
+            return
+
     @uses("batch", "jobs", "get")
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         """A runner Job."""

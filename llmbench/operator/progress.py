@@ -14,12 +14,12 @@ from typing import Any
 
 from llmbench.api.status import BenchmarkStatus, RunDigest, StackStatus, dump
 from llmbench.operator.build import (
-    LABEL_BENCHMARK,
-    LABEL_RUN,
     REPLICAS_ANNOTATION,
+    job_pods,
     owner_of,
     owns,
 )
+from llmbench.operator.finish import own_job, run_pods
 from llmbench.operator.results import read_digest
 from llmbench.operator.resync import end_dead_run, pod_problem
 from llmbench.operator.state import Operator
@@ -137,9 +137,10 @@ async def runner_pod_event(op: Operator, body: Mapping[str, Any], type: str) -> 
         status = status_of(bench)
         if not running(status, run):
             return
-        pods: list[dict[str, Any]] = []
-        if replicas > 1:
-            pods = await op.kube.list_pods(namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+        job = await own_job(op, bench, status, run)
+        if not job_pods([body], job):  # labelled for the run by someone else: not its pod
+            return
+        pods = await run_pods(op, namespace, name, run, job) if replicas > 1 else []
         patch = runner_patch(status, body, pods, replicas)
         if patch.conditions or patch.fields:
             await write_status(op, bench, patch, op.clock.now())

@@ -9,7 +9,9 @@ the operator-level loop (:mod:`.loop`) calls :func:`check_run` for each Running 
 every ``--resync-interval`` seconds. What a run's objects mean is :func:`run_problem` and
 :func:`pod_problem`, pure functions; a dead run ends ``Failed`` with the cause (the pod's or
 the controller's own message) through :func:`~llmbench.operator.finish.finish_run`, which
-releases the Lease; a live run's Lease is renewed.
+releases the Lease; a live run's Lease is renewed, and its results ConfigMap labelled
+``llmbench.io/active`` if it is not (a run started by an operator from before that label, which
+the ConfigMap watch selects on, would otherwise never report progress after an upgrade).
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from datetime import datetime
 from typing import Any
 
 from llmbench.api.job import run_name
-from llmbench.operator.build import LABEL_BENCHMARK, LABEL_RUN
-from llmbench.operator.finish import finish_run
+from llmbench.operator.build import LABEL_ACTIVE, owns
+from llmbench.operator.finish import finish_run, own_job, run_pods
 from llmbench.operator.kube import NotFound
 from llmbench.operator.lease import renew_lease
-from llmbench.operator.results import read_context
+from llmbench.operator.results import context_of
 from llmbench.operator.schedule import parse_time
 from llmbench.operator.state import Operator
 from llmbench.operator.status import image_pull_failure, job_outcome, status_of
@@ -101,18 +103,15 @@ async def check_run(op: Operator, namespace: str, name: str) -> None:
     if status.phase != "Running" or not run:
         return
     job_name = status.job or run_name(name, run)
-    try:
-        job: dict[str, Any] | None = await op.kube.get_job(namespace, job_name)
-    except NotFound:
-        job = None
+    job = await own_job(op, body, status, run)  # a Job of that name not the run's: gone too
     outcome = job_outcome(job)
     if job is not None and outcome in ("Succeeded", "Failed"):
         await finish_run(op, namespace, name, run, job, str(outcome))  # the write kopf lost
         return
-    pods: list[dict[str, Any]] = []
+    pods: list[Mapping[str, Any]] = []
     failed_creates: list[dict[str, Any]] = []
     if job is not None:
-        pods = await op.kube.list_pods(namespace, f"{LABEL_BENCHMARK}={name},{LABEL_RUN}={run}")
+        pods = await run_pods(op, namespace, name, run, job)
         if not pods:
             uid = (job.get("metadata") or {}).get("uid") or ""
             failed_creates = await op.kube.list_events(namespace, uid, "FailedCreate")
@@ -121,7 +120,16 @@ async def check_run(op: Operator, namespace: str, name: str) -> None:
     if why is not None:
         await end_dead_run(op, namespace, name, run, why)
         return
-    context = await read_context(op.kube, namespace, name, run)
+    cm_name = run_name(name, run)
+    try:
+        cm: dict[str, Any] | None = await op.kube.get_configmap(namespace, cm_name)
+    except NotFound:
+        cm = None
+    if cm is not None and owns(body, cm, cm_name) and (
+        (cm["metadata"].get("labels") or {}).get(LABEL_ACTIVE) != "true"
+    ):  # started by an operator from before the label: watched from now on
+        await op.kube.add_label(namespace, cm_name, LABEL_ACTIVE, "true")
+    context = context_of(cm)
     if context is not None:
         await renew_lease(op, body, context.url)
 

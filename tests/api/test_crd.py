@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from llmbench.api import GROUP, KIND, PLURAL, VERSION, Spec, spec_rules
 from llmbench.api.crd import CRD_NAME, PRINTER_COLUMNS, crd, crd_yaml, spec_schema, status_schema
+from llmbench.api.spec import MAX_STORED_POINTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = ROOT / "crds" / "llmbench.io_llmbenchmarks.yaml"
@@ -185,7 +186,7 @@ def test_bounds_enums_and_defaults_come_from_the_model() -> None:
         "exclusiveMinimum": True,
     }
     assert load["maxConcurrency"]["minimum"] == 1  # an optional integer keeps its bound
-    assert props["repetitions"]["maximum"] == 100
+    assert props["repetitions"]["maximum"] == MAX_STORED_POINTS
     assert props["slo"]["properties"]["goodputRatio"]["maximum"] == 1
     assert props["sweep"]["properties"]["type"]["enum"] == [
         "concurrency",

@@ -7,6 +7,7 @@ from pathlib import Path
 from llmbench.api import spec_rules
 from llmbench.api.crd import crd
 from llmbench.api.reference import field_rows, reference_markdown
+from llmbench.api.spec import NAME_RULE
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "resource.md"
 
@@ -48,3 +49,6 @@ def test_the_rule_table_is_spec_rules_with_why_a_rule_has_no_cel() -> None:
         else:
             assert row.endswith("| API server (CEL) and Python |"), row
     assert sum(rule.cel is None for _, rule in rules) >= 2
+    # the CRD root's rule on the name leads the table
+    first = next(line for line in table.splitlines() if line.startswith("| `"))
+    assert first == f"| `metadata.name` | {NAME_RULE.message} | API server (CEL) and Python |"

@@ -39,6 +39,7 @@ from llmbench.api import (
     spec_rules,
     sweep_values,
 )
+from llmbench.api.spec import MAX_STORED_POINTS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 URL = {"url": "http://127.0.0.1:8000"}
@@ -278,7 +279,8 @@ def test_strict_types(spec: dict[str, Any], expected: str) -> None:
         ({"load": {"requestCount": 0}}, "spec.load.requestCount: 0: must be at least 1"),
         ({"load": {"maxConcurrency": 0}}, "spec.load.maxConcurrency: 0: must be at least 1"),
         ({"repetitions": 0}, "spec.repetitions: 0: must be at least 1"),
-        ({"repetitions": 101}, "spec.repetitions: 101: must be at most 100"),
+        ({"repetitions": MAX_STORED_POINTS + 1},
+         f"spec.repetitions: {MAX_STORED_POINTS + 1}: must be at most {MAX_STORED_POINTS}"),
         ({"target": {"service": {"name": "s", "port": 0}}}, "spec.target.service.port: 0: must"),
         ({"target": {"service": {"name": "s", "port": 65536}}}, "65536: must be at most 65535"),
         ({"target": {"service": {"name": ""}}}, "spec.target.service.name: must not be empty"),
@@ -302,13 +304,13 @@ def test_bounds(spec: dict[str, Any], expected: str) -> None:
 def test_bounds_are_inclusive_where_declared() -> None:
     spec = Spec.from_manifest(
         manifest(
-            repetitions=100,
+            repetitions=MAX_STORED_POINTS,
             slo={"goodputRatio": 1, "ttftP99Ms": 0.001},
             target={"service": {"name": "s", "port": 65535}},
             load={"warmupRequestCount": 0, "concurrency": 1},
         )
     )
-    assert spec.repetitions == 100 and spec.slo.goodput_ratio == 1.0
+    assert spec.repetitions == MAX_STORED_POINTS and spec.slo.goodput_ratio == 1.0
 
 
 @pytest.mark.parametrize(
@@ -467,6 +469,10 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "sweep.range-start-not-after-end": ({"sweep": {"range": "8:1"}}, "spec.sweep.range"),
     "sweep.range-step-positive": ({"sweep": {"range": "1:8:0"}}, "spec.sweep.range"),
+    "spec.stored-points-fit-the-results": (
+        {"sweep": {"values": [1, 2, 4]}, "repetitions": 14},
+        "spec.repetitions",
+    ),
     "sweep.range-at-most-10000-points": (
         {"sweep": {"range": "1:20000:1"}},
         "spec.sweep.range",
@@ -655,7 +661,15 @@ def test_rules_wait_for_the_schema_then_all_are_reported() -> None:
         ({"sweep": {"type": "input_sequence_length", "range": "128:512:128"}}, True),
         ({"sweep": {"type": "output_sequence_length", "range": " 8 : 64 "}}, True),
         ({"sweep": {"range": "1:1"}}, True),
-        ({"sweep": {"range": "1:10000:1"}}, True),  # exactly 10000 points
+        ({"sweep": {"range": "1:40:1"}}, True),  # exactly MAX_STORED_POINTS
+        ({"sweep": {"range": "1:41:1"}}, False),
+        ({"sweep": {"range": "1:40:1"}, "repetitions": 2}, False),
+        ({"sweep": {"range": "1:2048"}, "repetitions": 3}, True),  # 12 powers of two x 3
+        ({"sweep": {"range": "1:4096"}, "repetitions": 4}, False),  # 13 x 4
+        ({"sweep": {"type": "input_sequence_length", "range": "128:129"}, "repetitions": 5},
+         True),  # counted as 8 values
+        ({"sweep": {"type": "input_sequence_length", "range": "128:129"}, "repetitions": 6},
+         False),
         ({"sweep": {"range": "1:10001:1"}}, False),
         ({"sweep": {"range": "1e1:1e2"}}, True),
         ({"sweep": {"range": "+1:.5e1"}}, True),

@@ -332,3 +332,41 @@ def test_an_invalid_values_file_fails_naming_the_value(tmp_path: Path) -> None:
     assert out.returncode != 0
     assert "at '/replicas'" in out.stderr and "at '/image/tag'" in out.stderr, out.stderr
 
+
+
+def test_the_runner_network_policy_is_off_by_default_and_confines_the_runner_pods() -> None:
+    from llmbench.api import Spec
+    from llmbench.operator.build import Placement, runner_job
+
+    assert by_kind(render(), "NetworkPolicy") == []
+    targets = [{"to": [{"podSelector": {"matchLabels": {"app": "vllm"}}}],
+                "ports": [{"protocol": "TCP", "port": 8000}]}]
+    docs = render(**{"runner.networkPolicy.enabled": True, "watchNamespaces": ["team-a", "b"],
+                     "runner.networkPolicy.apiServer.cidrs": ["10.96.0.1/32"],
+                     "runner.networkPolicy.targets": targets})
+    policies = by_kind(docs, "NetworkPolicy")
+    assert [p["metadata"]["namespace"] for p in policies] == ["team-a", "b"]
+    spec = policies[0]["spec"]
+    assert spec["policyTypes"] == ["Egress"]
+    dns, api, target = spec["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    assert dns["to"] == [{"namespaceSelector": {}, "podSelector": {"matchLabels": {
+        "k8s-app": "kube-dns"}}}]
+    assert api == {"to": [{"ipBlock": {"cidr": "10.96.0.1/32"}}],
+                   "ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}
+    assert target == targets[0]
+    # it selects the pods of the operator's runner Jobs (their template's labels)
+    bench = {"apiVersion": "llmbench.io/v1alpha1", "kind": "LLMBenchmark",
+             "metadata": {"name": "b", "namespace": "team-a", "uid": "u"},
+             "spec": {"target": {"url": "http://vllm:8000"}}}
+    job = runner_job(bench, 1, Spec.from_manifest(bench), Placement())
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    # explicit namespaces win; none at all is an error naming the values
+    docs = render(**{"runner.networkPolicy.enabled": True,
+                     "runner.networkPolicy.namespaces": ["c"]})
+    assert [p["metadata"]["namespace"] for p in by_kind(docs, "NetworkPolicy")] == ["c"]
+    out = helm("template", "x", str(CHART), "--set", "runner.networkPolicy.enabled=true",
+               check=False)
+    assert out.returncode != 0 and "runner.networkPolicy.namespaces or watchNamespaces" in (
+        out.stderr)

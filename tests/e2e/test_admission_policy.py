@@ -191,3 +191,24 @@ def test_a_target_service_in_another_namespace_needs_get_services_and_list_pods_
         assert create_as(k8s, tenant, namespace, "near", here).returncode == 0
     finally:
         k8s.kubectl("delete", "namespace", other, "--wait=false", check=False)
+
+
+def test_an_artifacts_claim_needs_create_on_pods(
+    policy: Any, namespace: str, tenant: str
+) -> None:
+    """The runner pod mounts spec.artifacts.pvc read-write: only a user who could mount the
+    claim in a pod of their own (create pods) may name it; get on the claim is not enough."""
+    k8s = policy
+    claim = {"pvc": {"claimName": "files"}}
+    out = create_as(k8s, tenant, namespace, "kept", URL, artifacts=claim)
+    assert out.returncode != 0
+    assert (f"spec.artifacts.pvc: {tenant} may not create pods in namespace {namespace} (the "
+            "runner pod would mount claim files read-write)") in out.stderr, out.stderr
+    grant(k8s, namespace, tenant, "claims", {
+        "apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get"]})
+    assert "may not create pods" in create_as(k8s, tenant, namespace, "kept", URL,
+                                              artifacts=claim).stderr
+    grant(k8s, namespace, tenant, "pods", {
+        "apiGroups": [""], "resources": ["pods"], "verbs": ["create"]})
+    out = create_as(k8s, tenant, namespace, "kept", URL, artifacts=claim)
+    assert out.returncode == 0, out.stderr

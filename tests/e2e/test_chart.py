@@ -190,3 +190,34 @@ def test_helm_install_with_invalid_values_fails_naming_the_value(
     assert "at '/image/tag': got number, want string" in out.stderr, out.stderr
     assert rel.helm("list", "--short").stdout.strip() == ""
     assert k8s.get("deployment", rel.fullname, namespace) is None
+
+
+def test_the_runner_network_policy_is_admitted_and_selects_a_runner_pod(
+    crd_installed: Any, namespace: str
+) -> None:
+    """Rendered with runner.networkPolicy on, the API server takes it, and a pod with the
+    runner's labels is among the pods its selector picks. Enforcement is not tested: the test
+    cluster's bridge CNI does not implement NetworkPolicy (docs/security.md)."""
+    from tests.charts.helm import render
+
+    k8s = crd_installed
+    docs = render("np", namespace, **{
+        "runner.networkPolicy.enabled": True, "watchNamespaces": [namespace],
+        "runner.networkPolicy.apiServer.cidrs": ["10.96.0.1/32"],
+        "runner.networkPolicy.targets": [{"to": [{"podSelector": {"matchLabels": {
+            "app": "vllm"}}}], "ports": [{"protocol": "TCP", "port": 8000}]}]})
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    k8s.apply(policy)
+    stored = k8s.get("networkpolicy", policy["metadata"]["name"], namespace)
+    assert stored is not None and stored["spec"]["egress"] == policy["spec"]["egress"]
+    selector = ",".join(f"{k}={v}" for k, v in
+                        stored["spec"]["podSelector"]["matchLabels"].items())
+    labels = {"app.kubernetes.io/name": "llmbench-runner",
+              "app.kubernetes.io/managed-by": "llmbench-operator", "llmbench.io/benchmark": "b",
+              "llmbench.io/run": "1"}
+    k8s.apply({"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "runner-like", "namespace": namespace, "labels": labels},
+               "spec": {"containers": [{"name": "c", "image": k8s.image("llmbench"),
+                                        "command": ["true"]}], "restartPolicy": "Never"}})
+    picked = k8s.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "name").stdout
+    assert picked.split() == ["pod/runner-like"], picked

@@ -32,7 +32,7 @@ from llmbench.api import (
     SpecError,
     spec_rules,
 )
-from llmbench.api.spec import MAX_NAME, NAME_RULE
+from llmbench.api.spec import MAX_NAME, MAX_STORED_POINTS, NAME_RULE, stored_points
 from tests.shipped_examples import EXAMPLES, example_benchmarks
 
 pytestmark = pytest.mark.e2e
@@ -377,6 +377,20 @@ INVALID = [
         "spec.artifacts.pvc.claimName in body should match",
         "spec.artifacts.pvc.claimName: 'Bench_Files' does not match",
     ),
+    rule_case("spec.stored-points-fit-the-results",
+              {"target": URL, "sweep": {"values": [1, 2, 4]}, "repetitions": 14}),
+    Invalid(
+        "stored points: a concurrency range without a step (13 powers of two x 4)",
+        {"target": URL, "sweep": {"range": "1:4096"}, "repetitions": 4},
+        RULES["spec.stored-points-fit-the-results"].message,
+        RULES["spec.stored-points-fit-the-results"].message,
+    ),
+    Invalid(
+        "stored points: a stepped range (41 points)",
+        {"target": URL, "sweep": {"range": "10:50:1"}},
+        RULES["spec.stored-points-fit-the-results"].message,
+        RULES["spec.stored-points-fit-the-results"].message,
+    ),
     Invalid(
         "missing target",
         {"repetitions": 1},
@@ -445,6 +459,21 @@ def test_a_name_too_long_for_a_label_is_refused_by_both(crd_ready: Any, bench_ns
     Spec.from_manifest(body(spec, "n" * MAX_NAME))
 
 
+@pytest.mark.parametrize("spec", [
+    {"sweep": {"range": "1:40:1"}},
+    {"sweep": {"range": "1:512"}, "repetitions": 4},  # 10 powers of two
+    {"sweep": {"values": [1, 2, 4, 8]}, "repetitions": 10},
+    {"repetitions": MAX_STORED_POINTS},
+    {"sweep": {"type": "input_sequence_length", "range": "128:1024"}, "repetitions": 5},
+])
+def test_a_sweep_at_the_stored_points_cap_is_admitted_by_both(
+    crd_ready: Any, bench_ns: str, spec: dict[str, Any]
+) -> None:
+    doc = body({"target": URL, **spec})
+    assert stored_points(Spec.from_manifest(doc)) == MAX_STORED_POINTS
+    create(crd_ready, bench_ns, doc)
+
+
 def test_object_read_back_parses_with_the_models_defaults(crd_ready: Any, bench_ns: str) -> None:
     """The server fills defaults from the CRD; they must be the model's, field for field."""
     specs = [doc["spec"] for _, doc in example_benchmarks()] + [
@@ -498,6 +527,8 @@ def random_specs(n: int, seed: int = 20250607) -> list[dict[str, Any]]:
         if rng.random() < 0.5:
             fields = [rng.choice(cron) for _ in range(rng.choice((4, 5, 5, 5, 6)))]
             spec["schedule"] = rng.choice(["@daily", " ".join(fields), " ".join(fields)])
+        if rng.random() < 0.5:  # against the stored-points cap
+            spec["repetitions"] = rng.choice([2, 3, 5, 6, 13, 20, 40])
         out.append(spec)
     return out
 

@@ -148,6 +148,26 @@ def test_a_quota_that_refuses_the_runner_pod_fails_the_run(
     failed_with(k8s, namespace, "quota", operator, "FailedCreate", "exceeded quota")
 
 
+def test_a_run_in_progress_without_the_active_label_is_watched_again(
+    k8s: Any, namespace: str, operator: Release
+) -> None:
+    """A run an operator from before ``llmbench.io/active`` started (an upgrade mid-run): its
+    ConfigMap lacks the label the operator's ConfigMap watch selects (so no progress would
+    reach status); the resync puts it back."""
+    target = Target(k8s, namespace)
+    target.deploy()
+    k8s.apply(benchmark("older", namespace, target.ref, **LONG))
+    running(k8s, namespace, "older", operator)
+    k8s.kubectl("label", "configmap", "older-run-1", "-n", namespace, "llmbench.io/active-")
+
+    def label() -> str | None:
+        cm = k8s.get("configmap", "older-run-1", namespace) or {}
+        return (cm.get("metadata", {}).get("labels") or {}).get("llmbench.io/active")
+
+    k8s.wait_for("the resync to label the ConfigMap again", lambda: label() == "true", 30,
+                 diag=diag(k8s, namespace, operator))
+
+
 def test_a_runner_unschedulable_past_the_deadline_fails_the_run(
     k8s: Any, namespace: str, operator: Release
 ) -> None:

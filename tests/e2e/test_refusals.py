@@ -214,3 +214,53 @@ def test_a_job_forged_with_the_runs_labels_does_not_end_it(
     st = status(k8s, namespace, "victim")
     assert (st["phase"], st["job"]) == ("Running", "victim-run-1"), st
     assert not st.get("history"), st
+
+
+def pod_creator(k8s: Any, namespace: str) -> None:
+    """MALLORY may create pods (and read them) in the namespace, nothing of llmbench's."""
+    k8s.apply([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "pods", "namespace": namespace},
+         "rules": [{"apiGroups": [""], "resources": ["pods"],
+                    "verbs": ["create", "get", "list"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "pods", "namespace": namespace},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                       "name": MALLORY}]},
+    ])
+
+
+def test_a_pod_forged_with_the_runs_labels_neither_fails_nor_describes_it(
+    k8s: Any, namespace: str, operator: Release,  # noqa: F811
+) -> None:
+    """A pod labelled as the run's runner, whose image never pulls: before pods were matched
+    by their owner, its pod event (and the resync) ended the run with its pull error."""
+    pod_creator(k8s, namespace)
+    k8s.apply(benchmark("victim", namespace, NOWHERE, telemetry=OFF,
+                        runner={"requests": {"cpu": "500", "memory": "128Mi"},
+                                "limits": {"cpu": "500", "memory": "128Mi"}}))
+    wait_phase(k8s, namespace, "victim", operator, ("Running",), 60)
+    job = forged_job(k8s, namespace, "forged", "victim")
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "forged", "namespace": namespace,
+                        "labels": job["metadata"]["labels"]},
+           "spec": {**job["spec"]["template"]["spec"]}}
+    pod["spec"]["containers"] = [{**pod["spec"]["containers"][0],
+                                  "image": "localhost/llmbench:no-such-tag"}]
+    create_as(k8s, MALLORY, pod)
+
+    def waiting() -> str:
+        statuses = ((k8s.get("pod", "forged", namespace) or {}).get("status") or {}).get(
+            "containerStatuses") or [{}]
+        return str(((statuses[0].get("state") or {}).get("waiting") or {}).get("reason"))
+
+    k8s.wait_for("the forged pod's pull to fail",
+                 lambda: waiting() in ("ErrImagePull", "ImagePullBackOff"),
+                 120, diag=diag(k8s, namespace, operator))
+    time.sleep(40)  # its events and one resync (resyncSeconds 30) have come by now
+    st = status(k8s, namespace, "victim")
+    assert (st["phase"], st["job"]) == ("Running", "victim-run-1"), st
+    scheduled = cond(st, "RunnerScheduled")
+    assert scheduled.get("status") != "True", scheduled
+    assert "forged" not in json.dumps(st), st

@@ -71,6 +71,16 @@ def test_a_service_is_guarded_only_in_another_namespace() -> None:
     assert issue.message == "needs get on services and list on pods in namespace serving"
 
 
+def test_an_artifacts_claim_needs_create_on_pods() -> None:
+    body: dict[str, Any] = {**BENCH, "spec": {**BENCH["spec"],
+                                              "artifacts": {"pvc": {"claimName": "files"}}}}
+    issues = guarded_fields(Spec.from_manifest(body, namespace="llm"), "llm", RUNNER, [])
+    (issue,) = [i for i in issues if i.path.startswith("spec.artifacts")]
+    assert (issue.path, issue.message) == (
+        "spec.artifacts.pvc",
+        "needs create on pods in namespace llm (the runner pod mounts claim files read-write)")
+
+
 def binding(**spec: Any) -> dict[str, Any]:
     return {"spec": {"policyName": "p", "validationActions": ["Deny"], **spec}}
 

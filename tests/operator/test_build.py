@@ -17,6 +17,7 @@ from llmbench.operator.build import (
     affinity,
     artifacts_location,
     default_deadline,
+    job_pods,
     lease_name,
     owns,
     run_objects,
@@ -232,6 +233,28 @@ def test_only_a_child_named_by_status_and_owned_by_the_benchmark_is_its_own() ->
     not_controller = {**job["metadata"]["ownerReferences"][0], "controller": False}
     assert not owns(BENCH, {"metadata": {**job["metadata"], "ownerReferences": [not_controller]}},
                     "sweep-run-2")
+
+
+def test_only_the_pods_the_runs_job_made_are_its_runner_pods() -> None:
+    job = {**runner_job(BENCH, 2, spec(), WHERE)}
+    job["metadata"] = {**job["metadata"], "uid": "job-uid"}
+    labels = job["spec"]["template"]["metadata"]["labels"]
+
+    def pod(name: str, *refs: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": labels, "ownerReferences": list(refs)}}
+
+    made = {"apiVersion": "batch/v1", "kind": "Job", "name": "sweep-run-2", "uid": "job-uid",
+            "controller": True}
+    pods = [
+        pod("runner-0", made),
+        pod("forged"),  # the run's labels, no owner
+        pod("other-job", {**made, "uid": "another-job"}),
+        pod("not-controller", {**made, "controller": False}),
+        pod("not-a-job", {**made, "kind": "ReplicaSet"}),
+        pod("runner-1", made),
+    ]
+    assert [p["metadata"]["name"] for p in job_pods(pods, job)] == ["runner-0", "runner-1"]
+    assert job_pods(pods, None) == [] and job_pods(pods, {"metadata": {}}) == []
 
 
 def test_without_timeout_seconds_the_job_gets_a_deadline_from_the_sweeps_size() -> None:

@@ -52,6 +52,7 @@ from .root import (
     GROUP,
     KIND,
     MAX_NAME,
+    MAX_STORED_POINTS,
     NAME_RULE,
     PLACEMENTS,
     PLURAL,
@@ -61,6 +62,7 @@ from .root import (
     Spec,
     spec_flags,
     spec_rules,
+    stored_points,
 )
 from .runner import Artifacts, PvcArtifacts, Runner, RunnerLimits, RunnerRequests, Telemetry
 from .schedule import CRON_MACROS, CRON_PATTERN, cron_expression
@@ -85,6 +87,7 @@ __all__ = [
     "GROUP",
     "KIND",
     "MAX_NAME",
+    "MAX_STORED_POINTS",
     "NAME_RULE",
     "LOAD_MODES",
     "ON_POINT_FAILURE",
@@ -128,4 +131,5 @@ __all__ = [
     "cron_expression",
     "spec_flags",
     "spec_rules",
+    "stored_points",
 ]

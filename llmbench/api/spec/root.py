@@ -25,6 +25,7 @@ from ..rules import (
     model_type,
     rule_issues,
 )
+from ..sweep_values import LINEAR_POINTS, MAX_RANGE_POINTS
 from .flag import CliFlag, field_flags
 from .judging import Baseline, Cost, Slo
 from .load import Load
@@ -40,6 +41,7 @@ __all__ = [
     "GROUP",
     "KIND",
     "MAX_NAME",
+    "MAX_STORED_POINTS",
     "NAME_RULE",
     "PLACEMENTS",
     "PLURAL",
@@ -50,6 +52,7 @@ __all__ = [
     "Spec",
     "spec_flags",
     "spec_rules",
+    "stored_points",
 ]
 
 GROUP = "llmbench.io"
@@ -72,6 +75,60 @@ NAME_RULE = Rule(
     cel=f"size(self.metadata.name) <= {MAX_NAME}",
     check=lambda name: len(name) <= MAX_NAME,
 )
+
+#: The most stored points (sweep points x repetitions) one run may have: each finished
+#: repetition is one key of the run's results ConfigMap (1 MiB in all, see
+#: :mod:`llmbench.api.job`), and the runner gives the points 800 kB of it. Measured with
+#: ``benchmarks/result_size.py`` (the runner's own serialiser, a target with 8 GPUs): a
+#: point is ~17 kB once its telemetry series are shed, plus ~1.4 kB of digest and CSV per
+#: swept value; a sweep of 40 takes 720-745 kB of the 1 MiB, leaving room for longer names
+#: and more server metrics. Docs: docs/operations.md, "Results size".
+MAX_STORED_POINTS = 40
+#: Powers of two a concurrency range without a step may take between its ends (the CEL
+#: counts them from this list: it has no logarithm).
+_POWERS = tuple(float(2**i) for i in range(63))
+
+
+def stored_points(s: Spec) -> int:
+    """Points x repetitions as :data:`MAX_STORED_POINTS` counts them, the CEL's arithmetic.
+
+    A sweep's points as :func:`llmbench.api.sweep_values` gives them, except that a range of
+    another type without a step counts as its 8 values before rounding removes repeats, a
+    concurrency range without a step counts only powers of two below 2**63, and a range past
+    ``sweep.range-at-most-10000-points`` (or with another broken range rule) counts 1: that
+    rule reports it.
+    """
+    sw, points = s.sweep, 1
+    if sw is not None and sw.values is not None:
+        points = len(sw.values)
+    elif sw is not None and (p := range_parts(sw)) is not None:
+        start, end = p[0], p[1]
+        if len(p) == 3:
+            if p[2] > 0 and start <= end:
+                n = (end - start) / p[2] + 1e-9
+                points = int(n) + 1 if n < MAX_RANGE_POINTS else 1  # that rule's own
+        elif start != end:
+            points = (2 + sum(1 for k in _POWERS if start < k < end)
+                      if sw.type == "concurrency" else LINEAR_POINTS)
+    return points * s.repetitions
+
+
+def _cel_stored_points() -> str:
+    """:func:`stored_points` in CEL (``self`` is the spec)."""
+    r = "self.sweep.range"
+    part = [f"double({r}.split(':')[{i}].trim())" for i in range(3)]
+    start, end, step = part
+    n = f"(({end} - {start}) / {step} + 0.000000001)"
+    stepped = (f"({step} <= 0.0 || {start} > {end}) ? 1 : "
+               f"({n} < {float(MAX_RANGE_POINTS)!r} ? int({n}) + 1 : 1)")
+    powers = "[" + ", ".join(repr(k) for k in _POWERS) + "]"
+    unstepped = (f"{start} == {end} ? 1 : ({_SWEEP_TYPE} == 'concurrency' ? "
+                 f"2 + {powers}.filter(k, {start} < k && k < {end}).size() : {LINEAR_POINTS})")
+    points = (f"(!has(self.sweep) ? 1 : has(self.sweep.values) ? size(self.sweep.values) : "
+              f"(!has({r}) || !{r}.matches({cel_string(RANGE_PATTERN)})) ? 1 : "
+              f"{r}.split(':').size() == 3 ? ({stepped}) : ({unstepped}))")
+    return f"{points} * (has(self.repetitions) ? self.repetitions : 1)"
+
 
 Placement = Literal["SameNode", "SameZone", "Any"]
 
@@ -233,7 +290,18 @@ class Spec(ApiModel):
             check=lambda s: s.sweep is None or s.sweep.search is None or bool(s.slo.limits()),
             field_path=".sweep.search",
         ),
+        Rule(
+            name="spec.stored-points-fit-the-results",
+            message=f"sweep points x repetitions must be at most {MAX_STORED_POINTS}: each "
+            "finished repetition is stored in the run's results ConfigMap (1 MiB, about "
+            "17 kB a point with 8 GPUs of telemetry): split the sweep into several "
+            "benchmarks (sweep.values or sweep.range a part each), or lower repetitions",
+            cel=f"{_cel_stored_points()} <= {MAX_STORED_POINTS}",
+            check=lambda s: stored_points(s) <= MAX_STORED_POINTS,
+            field_path=".repetitions",
+        ),
     )
+
 
     target: Target = Field(description="The endpoint measured.")
     workload: Workload = Field(default_factory=Workload, description="What each request sends.")
@@ -246,7 +314,8 @@ class Spec(ApiModel):
             reads="integer",
             help="runs per point; mean and spread reported, spread > 10% flagged",
         ),
-    ] = Field(default=1, ge=1, le=100, description="Runs per point (mean and spread reported).")
+    ] = Field(default=1, ge=1, le=MAX_STORED_POINTS,
+              description="Runs per point (mean and spread reported).")
     slo: Annotated[
         Slo,
         CliFlag(

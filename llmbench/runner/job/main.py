@@ -50,7 +50,7 @@ from llmbench.api.job import (
     point_key,
     point_name_of,
 )
-from llmbench.api.results import GpuSeries, PointResult, ServerSeries, SweepAnalysis
+from llmbench.api.results import Gauge, GpuSeries, PointResult, ServerSeries, SweepAnalysis
 from llmbench.api.status import RunDigest, dump
 from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
 from llmbench.runner.artifacts.write import write_atomic
@@ -100,10 +100,10 @@ EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 #: Bytes of point results the ConfigMap may hold in all (the API server's limit is 1 MiB for
-#: the whole object; spec, context, digest, checkpoint and CSV need the rest).
+#: the whole object; spec, context, digest, checkpoint and CSV need the rest). Each point may
+#: take its share, ``POINTS_BUDGET / (points x repetitions)``; admission caps that product
+#: (:data:`llmbench.api.spec.MAX_STORED_POINTS`) so that the share holds a point's figures.
 POINTS_BUDGET = 800_000
-#: A point is never squeezed below this (a bigger one is written whole and may be refused).
-MIN_POINT_BUDGET = 16_384
 
 
 class JobError(Exception):
@@ -125,10 +125,13 @@ def point_text(summary: PointResult, budget: int) -> str:
     """A point's ``profile_export_genai_perf.json`` for the store: compact JSON that
     :func:`~llmbench.runner.artifacts.read.load_summary` reads back.
 
-    Over ``budget`` bytes, the telemetry time series (kept whole in the point's folder and
-    its ``telemetry.png``) are emptied: a resumed sweep needs the figures, not the plot data.
+    ``telemetry_stats`` is always left out: it is derived from ``telemetry`` and reading the
+    point back builds it again (a quarter of a point with eight GPUs). Over ``budget`` bytes,
+    the telemetry time series (kept whole in the point's folder and its ``telemetry.png``) are
+    emptied, then each GPU gauge keeps avg/p99/min/max and its sample count: a resumed sweep
+    needs the figures, not the plot data or every percentile.
     """
-    text = json.dumps(summary.to_dict(), separators=(",", ":"))
+    text = _compact(summary)
     if len(text) <= budget or summary.telemetry is None:
         return text
     slim = summary.model_copy(deep=True)
@@ -139,7 +142,21 @@ def point_text(summary: PointResult, budget: int) -> str:
         server.series = ServerSeries(
             t_s=[], kv_cache_usage=[], requests_running=[], requests_waiting=[]
         )
-    return json.dumps(slim.to_dict(), separators=(",", ":"))
+    text = _compact(slim)
+    if len(text) <= budget:
+        return text
+    for key, gpu in slim.telemetry.gpus.items():
+        slim.telemetry.gpus[key] = gpu.model_copy(update={
+            name: Gauge(avg=g.avg, p99=g.p99, min=g.min, max=g.max, n=g.n)
+            for name, g in gpu if isinstance(g, Gauge)
+        })
+    return _compact(slim)
+
+
+def _compact(summary: PointResult) -> str:
+    doc = summary.to_dict()
+    doc.pop("telemetry_stats", None)
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def collector_for_context(ctx: RunContext) -> TelemetryCollector | None:
@@ -281,7 +298,8 @@ class _Job:
         """Writes the store's checkpoint and point results where the sweep resumes from.
 
         Files already in the folder are kept: they were written before the store (a container
-        restarted in the same pod), so they are at least as new.
+        restarted in the same pod), so they are at least as new. A point is written as the
+        model writes it, so its file has GenAI-Perf's ``telemetry_stats`` again.
         """
         self.artifact_dir.mkdir(parents=True, exist_ok=True)
         restored = []
@@ -293,6 +311,11 @@ class _Job:
             target = self.artifact_dir / name / GENAI_PERF_JSON
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
+                # through the model: the store's copy lacks the derived telemetry_stats
+                try:
+                    text = PointResult.model_validate_json(text).to_json()
+                except ValidationError:
+                    pass  # written as found: the sweep's own reader names what is wrong
                 write_atomic(target, text)
                 restored.append(name)
         ckpt = self.artifact_dir / CHECKPOINT
@@ -310,7 +333,7 @@ class _Job:
     def updates(self, result: SweepResult, digest: RunDigest, csv_text: str) -> dict[str, str]:
         """Every key this write sets: points the store lacks, checkpoint, digest, CSV."""
         out: dict[str, str] = {}
-        budget = max(MIN_POINT_BUDGET, POINTS_BUDGET // max(1, self.total))
+        budget = POINTS_BUDGET // max(1, self.total)
         for r in result.runs:
             if r.status == DONE and r.summary is not None and r.name not in self.stored:
                 out[point_key(r.name)] = point_text(r.summary, budget)
