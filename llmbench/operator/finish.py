@@ -46,6 +46,7 @@ from llmbench.operator.write import post_event, write_status
 __all__ = [
     "Final",
     "RunOutcome",
+    "end_event",
     "final_status",
     "finish_run",
     "job_event",
@@ -121,6 +122,24 @@ def run_outcome(
         condition("Succeeded", True, "RunSucceeded", f"run {run} finished", generation),
         condition("Running", False, "Completed", f"run {run} finished", generation),
     ])
+
+
+def end_event(outcome: RunOutcome) -> tuple[str, str, bool]:
+    """The Event that ends a run: (reason, message, warning).
+
+    ``RunFailed`` (Warning) for a failed run; ``MeasurementInvalid`` (Warning) for a run that
+    finished but whose measurement is not to be trusted (``MeasurementValid=False``: a Normal
+    ``RunSucceeded`` would hide it from everyone who triages by Warnings); else
+    ``RunSucceeded`` (Normal).
+    """
+    if outcome.failed:
+        return "RunFailed", outcome.message, True
+    invalid = next((c for c in outcome.conditions
+                    if c.type == "MeasurementValid" and c.status == "False"), None)
+    if invalid is not None:
+        why = f"{outcome.message}, but its measurement is invalid ({invalid.reason}): "
+        return "MeasurementInvalid", why + invalid.message, True
+    return "RunSucceeded", outcome.message, False
 
 
 @dataclass(frozen=True)
@@ -234,9 +253,9 @@ async def finish_run(
             await op.kube.delete(kind, namespace, run_name(name, old_run))
     if context is not None:
         await release_lease(op, body, context.url)
-    post_event(body, "RunFailed" if final.outcome.failed else "RunSucceeded",
-               final.outcome.message, final.outcome.failed)
+    reason, message, warning = end_event(final.outcome)
+    await post_event(op, body, reason, message, warning)
     if final.regressed.status == "True":
-        post_event(body, "Regressed", final.regressed.message, warning=True)
+        await post_event(op, body, "Regressed", final.regressed.message, warning=True)
     if int(body["metadata"].get("generation") or 1) != status.observed_generation:
         await reconcile(op, namespace, name)
