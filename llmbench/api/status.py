@@ -26,6 +26,7 @@ __all__ = [
     "Condition",
     "HistoryEntry",
     "ConditionStatus",
+    "CurrentPoint",
     "KneeStatus",
     "MaxUnderSloStatus",
     "NodeInfo",
@@ -241,13 +242,55 @@ class HistoryEntry(StatusModel):
     message: str | None = None
 
 
+class CurrentPoint(StatusModel):
+    """The point under way, as the runner last reported it (every ~10 s): how far it is and
+    when it and the sweep should end. A request-bound point counts requests (warm-up
+    included), a time-bound one seconds."""
+
+    name: str = Field(description="The point's artefact folder name.")
+    value: float = Field(description="The swept value (concurrency, request rate, ...).")
+    number: int = Field(description="Its place in the sweep, from 1 (repetitions counted).")
+    total: int = Field(description="Points (x repetitions) the sweep runs.")
+    requests_done: int = Field(
+        default=0, description="Requests finished so far (warm-up and errors included)."
+    )
+    requests_target: int | None = Field(
+        default=None, description="Requests the point sends (absent: it is bound by time)."
+    )
+    errors: int = Field(default=0, description="Requests that failed so far.")
+    seconds_done: float = Field(default=0.0, description="Seconds since the point started.")
+    seconds_target: float | None = Field(
+        default=None, description="Seconds the point measures for (a time-bound point)."
+    )
+    percent: float | None = Field(
+        default=None, description="Done of the target, 0 to 100 (absent: no target known)."
+    )
+    started: str = Field(description="When the point started (RFC 3339 UTC).")
+    updated: str = Field(description="When the runner wrote this (RFC 3339 UTC).")
+    point_eta: str | None = Field(
+        default=None, description="When the point should end at its pace so far (RFC 3339)."
+    )
+    sweep_eta: str | None = Field(
+        default=None,
+        description="When the sweep should end: this point's end plus the points left at "
+        "the mean duration of the points this runner pod measured (RFC 3339).",
+    )
+
+
 class BenchmarkStatus(StatusModel):
     """``status`` of an ``LLMBenchmark``."""
 
     phase: Phase | None = None
     observed_generation: int | None = None
     run: int | None = Field(default=None, description="Run number; each new run adds one.")
-    progress: str | None = Field(default=None, description="'done/total' points.")
+    progress: str | None = Field(
+        default=None,
+        description="Points finished of the sweep's, and how far the point under way is: "
+        "'3/6 41%' (the PROGRESS column).",
+    )
+    current_point: CurrentPoint | None = Field(
+        default=None, description="The point under way (absent between points and after the run)."
+    )
     points: list[PointStatus] = Field(default_factory=list)
     knee: KneeStatus | None = None
     max_under_slo: MaxUnderSloStatus | None = Field(default=None, alias="maxUnderSLO")

@@ -163,7 +163,9 @@ def final_status(
     ``MeasurementValid``/``Succeeded``/``Running``/``Regressed``, the regression verdict, the
     history with this run last, and ``nextRunTime``; every time in it is ``at``."""
     gen = status.observed_generation
-    fields: dict[str, Any] = {"lastRunTime": rfc3339(at), **next_run_fields(spec, at)}
+    fields: dict[str, Any] = {
+        "lastRunTime": rfc3339(at), "currentPoint": None, **next_run_fields(spec, at)
+    }
     if digest is not None:
         fields.update(digest_patch(digest, csv))
     outcome = run_outcome(run, job_state, job, digest, gen, reason, oom)

@@ -93,7 +93,7 @@ def start_patch(
     return Patch(
         {
             "run": run, "phase": "Pending", "observedGeneration": generation,
-            "job": None, "progress": None, "points": [], "knee": None,
+            "job": None, "progress": None, "currentPoint": None, "points": [], "knee": None,
             "maxUnderSLO": None, "summaryCSV": None, "queuedBehind": None,
             "startedTime": None, "message": decision.message or f"run {run} starting",
             "resultsConfigMap": run_name(name, run),

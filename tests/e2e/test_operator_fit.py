@@ -17,6 +17,7 @@ import pytest
 from tests.e2e.release import Release, installed
 from tests.e2e.test_operator import (
     GPU_TOLERATION,
+    Target,
     benchmark,
     cond,
     diag,
@@ -28,10 +29,15 @@ from tests.e2e.test_operator import (
 pytestmark = pytest.mark.e2e
 
 
+#: The chart's runner pod defaults this module's operator is installed with.
+CHART_RUNNER = {"runner.podLabels": {"team": "platform", "cost-center": "42"},
+                "runner.nodeSelector": {"kubernetes.io/os": "linux"}}
+
+
 @pytest.fixture(scope="module")
 def operator(crd_installed: Any) -> Iterator[Release]:
-    """The chart's operator for this module's tests."""
-    yield from installed(crd_installed)
+    """The chart's operator for this module's tests, with runner pod defaults."""
+    yield from installed(crd_installed, **CHART_RUNNER)
 
 
 def events(k8s: Any, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -111,3 +117,123 @@ def test_warnings_come_from_the_operator_once_per_reason(
     # every Event about the benchmark is the operator's own, none kopf's
     assert {e["source"].get("component") for e in evs} == {"llmbench-operator"}, evs
     assert reasons(evs).count("TargetNotReady") == 1
+
+
+def test_a_podlabel_the_operator_owns_is_refused_by_the_api_server(
+    k8s: Any, namespace: str, operator: Release
+) -> None:
+    bad = benchmark("bad", namespace, {"url": "http://vllm:8000"},
+                    runner={"podLabels": {"llmbench.io/run": "7"}})
+    r = k8s.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert r.returncode != 0
+    assert "keys starting with llmbench.io/" in r.stderr, r.stderr
+
+
+def test_the_runner_pod_carries_its_knobs_and_pulls_with_its_secret(
+    k8s: Any, namespace: str, operator: Release
+) -> None:
+    """A private registry (none is reachable: the pull fails) is pulled with the benchmark's
+    secret; labels, annotations, priority class and node selector reach the Job's pod
+    template and the pod, over the chart's defaults, under the operator's own labels."""
+    target = Target(k8s, namespace)
+    target.deploy()
+    k8s.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+               "metadata": {"name": "private-pull", "namespace": namespace},
+               "stringData": {".dockerconfigjson": json.dumps({"auths": {
+                   "registry.invalid": {"auth": "ZTJlOnNlY3JldA=="}}})}})
+    priority = f"llmbench-{namespace}"
+    k8s.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+               "metadata": {"name": priority}, "value": 10,
+               "description": "e2e: the runner's priority class"})
+    try:
+        k8s.apply(benchmark("knobs", namespace, target.ref, telemetry={"dcgm": "off"}, runner={
+            "image": "registry.invalid/llmbench/runner:e2e",
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "imagePullSecrets": ["private-pull"],
+            "podLabels": {"team": "inference"},
+            "podAnnotations": {"example.com/owner": "e2e"},
+            "priorityClassName": priority,
+            "nodeSelector": {"kubernetes.io/hostname": "gpu-node-a"},
+        }))
+        job = k8s.wait_for("the runner Job", lambda: k8s.get("job", "knobs-run-1", namespace),
+                           60, diag=diag(k8s, namespace, operator))
+        template = job["spec"]["template"]
+        pod_spec = template["spec"]
+        assert pod_spec["imagePullSecrets"] == [{"name": "private-pull"}]
+        assert pod_spec["priorityClassName"] == priority
+        assert pod_spec["nodeSelector"] == {"kubernetes.io/os": "linux",
+                                            "kubernetes.io/hostname": "gpu-node-a"}
+        assert pod_spec["affinity"]["podAffinity"]  # the placement stays
+        labels = template["metadata"]["labels"]
+        assert (labels["team"], labels["cost-center"]) == ("inference", "42")
+        assert labels["llmbench.io/benchmark"] == "knobs"
+        assert template["metadata"]["annotations"] == {
+            "sidecar.istio.io/inject": "false", "linkerd.io/inject": "disabled",
+            "example.com/owner": "e2e"}
+        # the pod as the API server admitted it (priority resolved), and the pull it tried
+        pulled = k8s.wait_for("the runner pod's pull to fail", lambda: [
+            p for p in k8s.pods(namespace, "llmbench.io/benchmark=knobs")
+            if any((cs.get("state") or {}).get("waiting", {}).get("reason")
+                   in ("ErrImagePull", "ImagePullBackOff")
+                   for cs in (p.get("status") or {}).get("containerStatuses") or [])
+        ], 90, diag=diag(k8s, namespace, operator))[0]
+        assert pulled["spec"]["imagePullSecrets"] == [{"name": "private-pull"}]
+        assert pulled["spec"]["priority"] == 10
+        assert pulled["spec"]["nodeName"] == "gpu-node-a"
+        assert pulled["spec"]["containers"][0]["image"] == "registry.invalid/llmbench/runner:e2e"
+        assert pulled["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+        # a pull that cannot succeed ends the run (it does not wait for the Job's deadline)
+        st = wait_phase(k8s, namespace, "knobs", operator, ("Failed",), timeout=120)
+        assert "registry.invalid/llmbench/runner:e2e" in st["message"], st["message"]
+    finally:
+        k8s.kubectl("delete", "priorityclass", priority, "--wait=false", check=False)
+
+
+def test_a_sweep_in_progress_shows_its_current_point_and_the_runner_logs_a_heartbeat(
+    k8s: Any, namespace: str, operator: Release
+) -> None:
+    """Points of ~25 s (slow decode): the runner's ~10 s record reaches status.currentPoint
+    with done < target, and the PROGRESS column says how far the point is."""
+    labels = {"app": "sim", "bench": namespace}
+    llmbench_sim(k8s, namespace, labels, "--itl-ms", "25")
+    k8s.apply(sim_service(namespace, labels))
+    k8s.apply(benchmark("prog", namespace, {"service": {"name": "vllm", "port": 8000}},
+                        telemetry={"dcgm": "off", "serverMetrics": "off"},
+                        workload={"inputTokens": {"mean": 16}, "outputTokens": {"mean": 48}},
+                        sweep={"type": "concurrency", "values": [2, 4]},
+                        load={"requestCount": 40, "warmupRequestCount": 0}))
+    seen: dict[str, Any] = {}
+
+    def under_way() -> dict[str, Any] | None:
+        st = status(k8s, namespace, "prog")
+        cp = st.get("currentPoint")
+        if cp and cp["requestsDone"] < cp["requestsTarget"]:
+            row = k8s.kubectl("get", "llmb", "prog", "-n", namespace,
+                              "--no-headers").stdout.split()
+            seen.update(cp=cp, progress=st["progress"], row=row)
+            return st
+        assert st.get("phase") not in ("Succeeded", "Failed"), json.dumps(st, indent=1)
+        return None
+
+    k8s.wait_for("a currentPoint with done < target", under_way, 180, interval=1,
+                 diag=diag(k8s, namespace, operator))
+    cp = seen["cp"]
+    assert cp["requestsTarget"] == 40 and cp["total"] == 2 and cp["number"] in (1, 2)
+    assert cp["value"] == [2, 4][cp["number"] - 1]
+    assert cp["started"] <= cp["updated"] and cp["pointEta"] and cp["sweepEta"]
+    assert cp["pointEta"] <= cp["sweepEta"]
+    done = cp["number"] - 1
+    assert seen["progress"] == f"{done}/2 {cp['percent']:.0f}%", seen
+    assert f"{done}/2" in seen["row"] and f"{cp['percent']:.0f}%" in seen["row"], seen["row"]
+
+    st = wait_phase(k8s, namespace, "prog", operator, ("Succeeded", "Failed"), timeout=240)
+    assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+    assert st["progress"] == "2/2" and "currentPoint" not in st
+    log = k8s.kubectl("logs", "job/prog-run-1", "-n", namespace).stdout
+    beats = [line for line in log.splitlines() if " heartbeat: point " in line]
+    assert beats, log[-3000:]
+    assert "requests (" in beats[0] and "ETA" in beats[0]
+    figures = [line for line in log.splitlines() if ": p99 TTFT " in line]
+    assert len(figures) == 2, log[-3000:]
+    assert all("p99 ITL" in f and "OTT" in f and "RPS" in f and "errors 0" in f
+               for f in figures), figures
