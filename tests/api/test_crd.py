@@ -21,6 +21,8 @@ CRD_FILE = ROOT / "crds" / "llmbench.io_llmbenchmarks.yaml"
 
 #: Keys a structural schema node may carry (the subset of OpenAPI v3 this CRD uses).
 ALLOWED_KEYS = {
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
     "type",
     "description",
     "default",
@@ -109,6 +111,35 @@ def test_identity_of_the_resource() -> None:
     )
     assert status["phase"]["enum"] == ["Pending", "Queued", "Running", "Succeeded", "Failed"]
     assert root["properties"]["spec"] == spec_schema()
+
+
+def test_every_status_field_has_a_description_for_kubectl_explain() -> None:
+    missing: list[str] = []
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        for name, sub in (node.get("properties") or {}).items():
+            where = f"{path}.{name}"
+            if not sub.get("description"):
+                missing.append(where)
+            walk(sub, where)
+            if "items" in sub:
+                walk(sub["items"], f"{where}[]")
+
+    walk(status_schema(), "status")
+    assert missing == []
+    # and the walk does reach nested fields (a check of only the top level would pass too)
+    assert status_schema()["properties"]["history"]["items"]["properties"]["run"]["description"]
+
+
+def test_conditions_are_a_map_keyed_by_type_with_metav1_conditions_fields() -> None:
+    conditions = status_schema()["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    item = conditions["items"]
+    assert set(item["properties"]) == {"type", "status", "reason", "message",
+                                       "lastTransitionTime", "observedGeneration"}
+    assert item["required"] == ["type", "status", "reason", "message", "lastTransitionTime"]
+    assert item["properties"]["status"]["enum"] == ["True", "False", "Unknown"]
 
 
 def test_schema_is_structural() -> None:

@@ -237,3 +237,28 @@ def test_a_sweep_in_progress_shows_its_current_point_and_the_runner_logs_a_heart
     assert len(figures) == 2, log[-3000:]
     assert all("p99 ITL" in f and "OTT" in f and "RPS" in f and "errors 0" in f
                for f in figures), figures
+
+
+def test_the_api_server_keeps_one_condition_per_type_and_explains_every_status_field(
+    k8s: Any, namespace: str, operator: Release
+) -> None:
+    k8s.apply(benchmark("api", namespace, {"url": "http://nothing.invalid:8000"},
+                        telemetry={"dcgm": "off", "serverMetrics": "off"}))
+    k8s.wait_for("the operator's first status", lambda: status(k8s, namespace, "api").get(
+        "conditions"), 60, diag=diag(k8s, namespace, operator))
+    twice = {"status": {"conditions": [
+        {"type": "Accepted", "status": "True", "reason": "Valid", "message": "",
+         "lastTransitionTime": "2026-12-02T03:00:00Z"},
+        {"type": "Accepted", "status": "False", "reason": "Other", "message": "",
+         "lastTransitionTime": "2026-12-02T03:00:00Z"}]}}
+    r = k8s.kubectl("patch", "llmb", "api", "-n", namespace, "--subresource=status",
+                    "--type=merge", "-p", json.dumps(twice), check=False)
+    assert r.returncode != 0 and "Duplicate value" in r.stderr, r.stderr
+    no_reason = {"status": {"conditions": [
+        {"type": "Accepted", "status": "True", "message": "",
+         "lastTransitionTime": "2026-12-02T03:00:00Z"}]}}
+    r = k8s.kubectl("patch", "llmb", "api", "-n", namespace, "--subresource=status",
+                    "--type=merge", "-p", json.dumps(no_reason), check=False)
+    assert r.returncode != 0 and "reason" in r.stderr, r.stderr
+    explained = k8s.kubectl("explain", "llmbenchmark.status.currentPoint.sweepEta").stdout
+    assert "When the sweep should end" in explained, explained
