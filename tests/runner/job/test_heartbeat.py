@@ -3,11 +3,20 @@ of figures a finished point logs."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from llmbench.api.job import PROGRESS_KEY
 from llmbench.api.results import PointResult, read_result
-from llmbench.runner.job.heartbeat import current_point, figures_line, heartbeat_line
+from llmbench.api.status import CurrentPoint
+from llmbench.runner.job import heartbeat
+from llmbench.runner.job.heartbeat import Heartbeat, current_point, figures_line, heartbeat_line
+from llmbench.runner.job.store import DirStore
+from llmbench.runner.load.result import Progress
 
 T0 = datetime(2026, 12, 2, 3, 0, 0, tzinfo=UTC)
 DATA = Path(__file__).resolve().parents[1] / "point" / "data" / "telemetry_goodput.json"
@@ -59,3 +68,34 @@ def test_a_finished_point_logs_one_line_of_figures() -> None:
     assert f"errors {summary.errors.total}" in line
     for figure in ("p99 ITL", "OTT", "RPS"):
         assert figure in line
+
+
+def test_the_heartbeat_writes_records_while_the_point_runs_and_none_after_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(heartbeat, "INTERVAL_S", 0.05)
+    store = DirStore(tmp_path)
+    counters = Progress()
+
+    def record() -> CurrentPoint:
+        return current_point(name="p", value=1, number=1, total=1, done=counters.done,
+                             errors=0, requests_target=10, seconds_target=None, started=T0,
+                             now=T0 + timedelta(seconds=counters.done), mean_point_s=None)
+
+    async def run() -> None:
+        beat = Heartbeat(store, counters, record, 1)
+        beat.start()
+        for _ in range(4):
+            counters.done += 2
+            await asyncio.sleep(0.08)
+        await beat.close()
+        store.write({PROGRESS_KEY: None})  # the point's results remove it
+        await asyncio.sleep(0.2)  # no beat after close writes it back
+
+    with caplog.at_level(logging.INFO, logger="llmbench.job"):
+        asyncio.run(run())
+    assert PROGRESS_KEY not in store.read()
+    beats = [r.getMessage() for r in caplog.records if " heartbeat: " in r.getMessage()]
+    assert len(beats) >= 2 and "/10 requests (" in beats[-1]
+    dones = [int(b.split(": ")[2].split("/")[0]) for b in beats]
+    assert dones == sorted(dones) and 0 < dones[-1] <= 8
