@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 CHART = Path(__file__).resolve().parents[1] / "charts" / "llmbench-operator"
-_KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(?: (?P<value>.*))?$")
+_KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_./-]+):(?: (?P<value>.*))?$")
 
 
 @dataclass

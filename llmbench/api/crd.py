@@ -36,6 +36,7 @@ from .status import BenchmarkStatus
 
 __all__ = [
     "CATEGORIES",
+    "CONDITION_REQUIRED",
     "CRD_NAME",
     "PRINTER_COLUMNS",
     "crd",
@@ -187,7 +188,17 @@ def status_schema() -> dict[str, Any]:
     schema, _ = _convert(raw, raw.get("$defs", {}))
     out: dict[str, Any] = _strip_defaults(schema)
     out.pop("required", None)
+    # metav1.Condition's list: one entry per type (server-side apply merges by it), each with
+    # the fields every condition carries
+    conditions = out["properties"]["conditions"]
+    conditions["x-kubernetes-list-type"] = "map"
+    conditions["x-kubernetes-list-map-keys"] = ["type"]
+    conditions["items"]["required"] = list(CONDITION_REQUIRED)
     return out
+
+
+#: The fields every entry of ``status.conditions`` has (metav1.Condition's required ones).
+CONDITION_REQUIRED = ("type", "status", "reason", "message", "lastTransitionTime")
 
 
 _CONDITION = '.status.conditions[?(@.type=="{}")].status'

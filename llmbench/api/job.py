@@ -51,6 +51,7 @@ __all__ = [
     "ENV_SHARD_INDEX",
     "NAME_HASH_CHARS",
     "POINT_PREFIX",
+    "PROGRESS_KEY",
     "SHARD_PREFIX",
     "SPEC_KEY",
     "STACK_KEY",
@@ -71,6 +72,10 @@ DIGEST_KEY = "digest.json"
 SUMMARY_KEY = "summary.csv"
 CHECKPOINT_KEY = "checkpoint.json"
 STACK_KEY = "stack.json"
+#: The point under way (:class:`~llmbench.api.status.CurrentPoint`), rewritten by the runner at
+#: most every ~10 s and removed when the point ends; the operator copies it to
+#: ``status.currentPoint``.
+PROGRESS_KEY = "progress.json"
 POINT_PREFIX = "point."
 SHARD_PREFIX = "shard."
 #: The environment variable that carries the API key (from ``secretKeyRef``) into the runner.

@@ -22,10 +22,13 @@ from .figures import PointFigures
 
 __all__ = [
     "PHASES",
+    "SUMMARY_CSV_LIMIT",
+    "SUMMARY_CSV_MOVED",
     "BenchmarkStatus",
     "Condition",
     "HistoryEntry",
     "ConditionStatus",
+    "CurrentPoint",
     "KneeStatus",
     "MaxUnderSloStatus",
     "NodeInfo",
@@ -43,6 +46,19 @@ __all__ = [
 Phase = Literal["Pending", "Queued", "Running", "Succeeded", "Failed"]
 PHASES: tuple[str, ...] = ("Pending", "Queued", "Running", "Succeeded", "Failed")
 ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+#: Characters of ``status.summaryCSV`` at most (a sweep of ~60 points): above it, status holds
+#: :data:`SUMMARY_CSV_MOVED` and the CSV stays only in the results ConfigMap (key
+#: ``summary.csv``). Why keep a copy in status at all in v1alpha1: ``kubectl get -o jsonpath``
+#: and GitOps UIs show it without a second read; why bounded: status must stay small and the
+#: figures are in ``status.points`` anyway (docs/versioning.md: it leaves status in v1beta1).
+SUMMARY_CSV_LIMIT = 16 * 1024
+#: What ``status.summaryCSV`` says when the CSV is over :data:`SUMMARY_CSV_LIMIT`.
+SUMMARY_CSV_MOVED = (
+    "(over 16 KiB: in the results ConfigMap status.resultsConfigMap names, key summary.csv; "
+    "llmbench results -o csv prints it)"
+)
 
 
 def _camel(name: str) -> str:
@@ -64,20 +80,25 @@ def dump(model: BaseModel) -> dict[str, Any]:
 
 
 class Condition(StatusModel):
-    """A Kubernetes API convention condition; ``lastTransitionTime`` moves only on a flip."""
+    """A Kubernetes API convention condition (metav1.Condition's fields); ``lastTransitionTime``
+    moves only on a flip. In the CRD, ``status.conditions`` is a map keyed by ``type``."""
 
-    type: str
-    status: ConditionStatus
-    reason: str = Field(description="CamelCase reason.")
-    message: str = ""
-    last_transition_time: str | None = Field(default=None, description="RFC 3339 UTC.")
-    observed_generation: int | None = None
+    type: str = Field(description="The condition, CamelCase, e.g. Succeeded.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(description="Why, one CamelCase word.")
+    message: str = Field(default="", description="Why, for people.")
+    last_transition_time: str | None = Field(
+        default=None, description="When status last changed (RFC 3339 UTC)."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation the condition was set for."
+    )
 
 
 class ShardLoadStatus(StatusModel):
     """What one runner pod of a several-pod point achieved against its share."""
 
-    shard: int
+    shard: int = Field(description="The runner pod's completion index.")
     target: float = Field(description="Its share: slots (closed loop) or requests/s.")
     achieved: float | None = Field(
         default=None, description="Mean requests in flight (closed loop) or completed/s."
@@ -92,7 +113,7 @@ class PointStatus(StatusModel, PointFigures):
     # docstring is the CRD's description.
 
     name: str = Field(description="The point's artefact folder name.")
-    state: Literal["Succeeded", "Failed"]
+    state: Literal["Succeeded", "Failed"] = Field(description="Succeeded or Failed.")
     reason: str | None = Field(default=None, description="Why the point failed.")
     slo_met: bool | None = Field(default=None, description="Every SLO met (None: no SLO).")
     gpu_power_w: float | None = Field(default=None, description="Mean power, summed over GPUs.")
@@ -119,11 +140,11 @@ class PointStatus(StatusModel, PointFigures):
 class KneeStatus(StatusModel):
     """Where throughput stops paying for latency, and the rule that said so."""
 
-    reached: bool = False
-    value: float | None = None
+    reached: bool = Field(default=False, description="A knee rule fired within the sweep.")
+    value: float | None = Field(default=None, description="The swept value at the knee.")
     label: str | None = Field(default=None, description="The value as printed, e.g. '16'.")
     rule: str | None = Field(default=None, description="'ott-saturation' or 'ttft-2x'.")
-    message: str = ""
+    message: str = Field(default="", description="The rule and the values that fired it.")
 
 
 class SearchStatus(StatusModel):
@@ -146,12 +167,16 @@ class SearchStatus(StatusModel):
 class MaxUnderSloStatus(StatusModel):
     """The highest-throughput point that meets every SLO, and the first one that does not."""
 
-    value: float | None = None
-    ott: float | None = None
-    ttft_p99_ms: float | None = None
-    first_failing_value: float | None = None
-    first_failing_metric: str | None = None
-    message: str = ""
+    value: float | None = Field(default=None, description="Its swept value.")
+    ott: float | None = Field(default=None, description="Its output token throughput (tok/s).")
+    ttft_p99_ms: float | None = Field(default=None, description="Its p99 TTFT (ms).")
+    first_failing_value: float | None = Field(
+        default=None, description="The first swept value that missed an SLO."
+    )
+    first_failing_metric: str | None = Field(
+        default=None, description="The SLO it missed first, e.g. ttftP99Ms."
+    )
+    message: str = Field(default="", description="The same, in words.")
     search: SearchStatus | None = Field(
         default=None, description="The adaptive search that found it, when the sweep ran one."
     )
@@ -162,7 +187,7 @@ class VerdictRow(StatusModel):
 
     scope: str = Field(description="'sweep' or the swept value's label, e.g. '16'.")
     metric: str = Field(description="llmbench compare's metric key, e.g. ttft_p99.")
-    baseline: float | None = None
+    baseline: float | None = Field(default=None, description="The baseline's figure.")
     value: float | None = Field(default=None, description="This run's figure.")
     change_pct: float | None = Field(default=None, description="(value - baseline) / baseline.")
     tolerance_pct: float | None = Field(default=None, description="Allowed bad-way change.")
@@ -173,13 +198,13 @@ class RegressionVerdict(StatusModel):
     """The run against its baseline, through ``llmbench compare``'s rows and verdicts."""
 
     baseline: str = Field(description="What was compared with: 'run 3' or 'spec.baseline.values'.")
-    baseline_run: int | None = None
-    regressed: bool = False
+    baseline_run: int | None = Field(default=None, description="The baseline's run number.")
+    regressed: bool = Field(default=False, description="A figure broke its tolerance.")
     compared: int = Field(default=0, description="Figures that had a tolerance and both values.")
     rows: list[VerdictRow] = Field(
         default_factory=list, description="The figures that regressed (at most 20)."
     )
-    message: str = ""
+    message: str = Field(default="", description="The verdict in words.")
 
 
 class RunDigest(StatusModel):
@@ -210,22 +235,30 @@ class RunDigest(StatusModel):
 class NodeInfo(StatusModel):
     """A node that hosts a target pod, with its GPU labels (NVIDIA GPU feature discovery)."""
 
-    name: str
-    zone: str | None = None
-    gpu_product: str | None = None
-    gpu_count: str | None = None
-    driver_version: str | None = None
-    cuda_version: str | None = None
+    name: str = Field(description="The node's name.")
+    zone: str | None = Field(default=None, description="topology.kubernetes.io/zone.")
+    gpu_product: str | None = Field(default=None, description="nvidia.com/gpu.product.")
+    gpu_count: str | None = Field(default=None, description="nvidia.com/gpu.count.")
+    driver_version: str | None = Field(
+        default=None, description="nvidia.com/cuda.driver.major (.minor.rev)."
+    )
+    cuda_version: str | None = Field(
+        default=None, description="nvidia.com/cuda.runtime.major (.minor)."
+    )
 
 
 class StackStatus(StatusModel):
     """What was measured: the serving image by digest, its args, nodes, and the runner."""
 
-    target_pods: list[str] = Field(default_factory=list)
-    target_image: str | None = None
+    target_pods: list[str] = Field(
+        default_factory=list, description="The Ready inference pods the run measured."
+    )
+    target_image: str | None = Field(default=None, description="Their container's image.")
     target_image_id: str | None = Field(default=None, description="containerStatuses imageID.")
-    target_args: list[str] = Field(default_factory=list)
-    nodes: list[NodeInfo] = Field(default_factory=list)
+    target_args: list[str] = Field(
+        default_factory=list, description="Their container's args (secret-like values redacted)."
+    )
+    nodes: list[NodeInfo] = Field(default_factory=list, description="The nodes that host them.")
     runner_node: str | None = Field(
         default=None, description="The runner pod's node (several runners: shard 0's)."
     )
@@ -233,17 +266,19 @@ class StackStatus(StatusModel):
         default_factory=list,
         description="spec.runner.replicas > 1: each runner shard's node, in index order.",
     )
-    runner_image: str | None = None
-    telemetry_urls: list[str] = Field(default_factory=list)
+    runner_image: str | None = Field(default=None, description="The runner pod's image.")
+    telemetry_urls: list[str] = Field(
+        default_factory=list, description="The dcgm-exporter URLs the runner scraped."
+    )
 
 
 class HistoryEntry(StatusModel):
     """One finished run, newest last in ``status.history``; its results stay in ``configMap``."""
 
-    run: int
-    phase: Phase
-    started_time: str | None = None
-    finished_time: str | None = None
+    run: int = Field(description="The run number.")
+    phase: Phase = Field(description="Succeeded or Failed.")
+    started_time: str | None = Field(default=None, description="When its Job was created.")
+    finished_time: str | None = Field(default=None, description="When it ended.")
     points: int | None = Field(default=None, description="Points that ran.")
     knee: str | None = Field(default=None, description="The knee's value as printed, if reached.")
     max_ott_under_slo: float | None = Field(default=None, description="Max OTT under SLO.")
@@ -259,21 +294,71 @@ class HistoryEntry(StatusModel):
     artifacts: str | None = Field(
         default=None, description="The run's folder on spec.artifacts.pvc: pvc/<claim>/<path>.",
     )
-    message: str | None = None
+    message: str | None = Field(default=None, description="How the run ended.")
+
+
+class CurrentPoint(StatusModel):
+    """The point under way, as the runner last reported it (every ~10 s): how far it is and
+    when it and the sweep should end. A request-bound point counts requests (warm-up
+    included), a time-bound one seconds."""
+
+    name: str = Field(description="The point's artefact folder name.")
+    value: float = Field(description="The swept value (concurrency, request rate, ...).")
+    number: int = Field(description="Its place in the sweep, from 1 (repetitions counted).")
+    total: int = Field(description="Points (x repetitions) the sweep runs.")
+    requests_done: int = Field(
+        default=0, description="Requests finished so far (warm-up and errors included)."
+    )
+    requests_target: int | None = Field(
+        default=None, description="Requests the point sends (absent: it is bound by time)."
+    )
+    errors: int = Field(default=0, description="Requests that failed so far.")
+    seconds_done: float = Field(default=0.0, description="Seconds since the point started.")
+    seconds_target: float | None = Field(
+        default=None, description="Seconds the point measures for (a time-bound point)."
+    )
+    percent: float | None = Field(
+        default=None, description="Done of the target, 0 to 100 (absent: no target known)."
+    )
+    started: str = Field(description="When the point started (RFC 3339 UTC).")
+    updated: str = Field(description="When the runner wrote this (RFC 3339 UTC).")
+    point_eta: str | None = Field(
+        default=None, description="When the point should end at its pace so far (RFC 3339)."
+    )
+    sweep_eta: str | None = Field(
+        default=None,
+        description="When the sweep should end: this point's end plus the points left at "
+        "the mean duration of the points this runner pod measured (RFC 3339).",
+    )
 
 
 class BenchmarkStatus(StatusModel):
     """``status`` of an ``LLMBenchmark``."""
 
-    phase: Phase | None = None
-    observed_generation: int | None = None
+    phase: Phase | None = Field(
+        default=None, description="Pending, Queued, Running, Succeeded or Failed (the current run)."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation the current run measures."
+    )
     run: int | None = Field(default=None, description="Run number; each new run adds one.")
-    progress: str | None = Field(default=None, description="'done/total' points.")
-    points: list[PointStatus] = Field(default_factory=list)
+    progress: str | None = Field(
+        default=None,
+        description="Points finished of the sweep's, and how far the point under way is: "
+        "'3/6 41%' (the PROGRESS column).",
+    )
+    current_point: CurrentPoint | None = Field(
+        default=None, description="The point under way (absent between points and after the run)."
+    )
+    points: list[PointStatus] = Field(
+        default_factory=list, description="The current run's finished points, in sweep order."
+    )
     knee: KneeStatus | None = None
     max_under_slo: MaxUnderSloStatus | None = Field(default=None, alias="maxUnderSLO")
     summary_csv: str | None = Field(
-        default=None, alias="summaryCSV", description="analyze_export_genai_perf.csv."
+        default=None, alias="summaryCSV",
+        description="analyze_export_genai_perf.csv of the current run, up to 16 KiB (above: a "
+        "note, the CSV being in the results ConfigMap, key summary.csv).",
     )
     results_config_map: str | None = Field(
         default=None, description="The owned ConfigMap holding the full results of the run."
@@ -283,7 +368,7 @@ class BenchmarkStatus(StatusModel):
     queued_behind: str | None = Field(default=None, description="The benchmark holding the Lease.")
     started_time: str | None = Field(default=None, description="When the runner Job was created.")
     last_run_time: str | None = Field(default=None, description="When the last run finished.")
-    message: str | None = None
+    message: str | None = Field(default=None, description="What is happening now, in words.")
     last_schedule_time: str | None = Field(
         default=None, description="The latest schedule tick handled (run, skipped or missed)."
     )
@@ -299,4 +384,8 @@ class BenchmarkStatus(StatusModel):
     history: list[HistoryEntry] = Field(
         default_factory=list, description="The last runs (spec.historyLimit), oldest first."
     )
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Accepted, TargetReady, TelemetryAvailable, RunnerScheduled, Running, "
+        "MeasurementValid, Succeeded, Regressed (a map keyed by type).",
+    )

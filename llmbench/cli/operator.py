@@ -33,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "spec.runner.image overrides it per benchmark",
     )
     parser.add_argument(
+        "--runner-pod-defaults", default=None, metavar="JSON",
+        help="the runner pods' defaults, a JSON object of spec.runner's imagePullSecrets, "
+        "podLabels, podAnnotations, priorityClassName and nodeSelector, each benchmark's "
+        "merged over it (default: sidecar injection off, "
+        '{"podAnnotations": {"sidecar.istio.io/inject": "false", "linkerd.io/inject": '
+        '"disabled"}}; the chart passes its runner.* values)',
+    )
+    parser.add_argument(
         "--exporter-namespace", action="append", default=[], metavar="NS",
         help="with -n: also look for dcgm-exporter pods in this namespace (repeatable); "
         "pods are then listed only in these, the watched and the target's namespaces",
@@ -120,7 +128,11 @@ def run(args: argparse.Namespace) -> int:
 
         from llmbench.operator import exporter, handlers, leader  # noqa: F401 - registers them
         from llmbench.operator.admission import Guard
-        from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
+        from llmbench.operator.build import (
+            DEFAULT_RUNNER_IMAGE,
+            DEFAULT_RUNNER_POD,
+            runner_pod_defaults,
+        )
         from llmbench.operator.state import CONFIG_KEY, OperatorConfig, connect
     except ImportError as exc:
         print(
@@ -129,8 +141,15 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        pod = (DEFAULT_RUNNER_POD if args.runner_pod_defaults is None
+               else runner_pod_defaults(args.runner_pod_defaults))
+    except ValueError as exc:
+        print(f"llmbench operator: error: {exc}", file=sys.stderr)
+        return 2
     config = OperatorConfig(
         runner_image=args.runner_image or DEFAULT_RUNNER_IMAGE,
+        runner_pod=pod,
         namespaces=tuple(args.namespace),
         exporter_namespaces=tuple(args.exporter_namespace),
         retry_delay=args.retry_delay,

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from llmbench.api import API_VERSION, KIND, Spec
 from llmbench.api.job import (
     CONTEXT_KEY,
@@ -30,6 +32,8 @@ from llmbench.api.job import (
     RunContext,
     run_name,
 )
+from llmbench.api.rules import issues_from_validation_error
+from llmbench.api.spec.runner import SIDECARS_OFF, RunnerPod
 from llmbench.api.status import StackStatus, dump
 
 __all__ = [
@@ -47,13 +51,17 @@ __all__ = [
     "RUNNER_CONTAINER",
     "RUNNER_UID",
     "SA_DIR",
+    "DEFAULT_RUNNER_POD",
     "Placement",
+    "PodSettings",
     "child_labels",
     "default_deadline",
     "lease_name",
     "owner_reference",
     "owns",
+    "pod_settings",
     "results_configmap",
+    "runner_pod_defaults",
     "run_objects",
     "runner_job",
     "runner_role",
@@ -273,6 +281,62 @@ def tolerations(taints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: The runner pod's settings when the operator is given none (``--runner-pod-defaults``): no
+#: service-mesh sidecar.
+DEFAULT_RUNNER_POD = RunnerPod(pod_annotations=dict(SIDECARS_OFF))
+
+
+def runner_pod_defaults(text: str) -> RunnerPod:
+    """``--runner-pod-defaults``: a JSON object with spec.runner's pod fields
+    (``imagePullSecrets``, ``podLabels``, ``podAnnotations``, ``priorityClassName``,
+    ``nodeSelector``), checked by the spec's own rules; it replaces :data:`DEFAULT_RUNNER_POD`
+    (so give the sidecar annotations too, as the chart does).
+
+    Raises ValueError naming the flag and what to fix.
+    Example: ``runner_pod_defaults('{"priorityClassName": "batch-low"}')``.
+    """
+    try:
+        return RunnerPod.model_validate(json.loads(text))
+    except ValidationError as exc:
+        issues = issues_from_validation_error(exc, RunnerPod, "runner")
+        raise ValueError(f"--runner-pod-defaults: {'; '.join(map(str, issues))}") from None
+    except ValueError as exc:  # not JSON
+        raise ValueError(f"--runner-pod-defaults: not a JSON object: {exc}") from None
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    """The runner pod's pull secrets, labels, annotations, priority and node selector, the
+    benchmark's ``spec.runner`` merged over the operator's defaults (the chart's values)."""
+
+    image_pull_secrets: list[str]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    priority_class_name: str | None
+    node_selector: dict[str, str]
+
+
+def pod_settings(runner: RunnerPod, defaults: RunnerPod = DEFAULT_RUNNER_POD) -> PodSettings:
+    """What the benchmark sets wins, key by key, over what the operator was given: labels,
+    annotations and the node selector are merged (the benchmark's value for a key replaces
+    the default's), pull secrets are the defaults' then the benchmark's (each once), a
+    priority class is the benchmark's, else the default's.
+
+    The operator's own labels and annotations are added on top by :func:`runner_job` (the
+    spec refuses such keys; the operator's defaults are checked by the same model).
+    Example: defaults ``{"sidecar.istio.io/inject": "false"}`` and a benchmark's
+    ``{"sidecar.istio.io/inject": "true"}`` give ``"true"``.
+    """
+    return PodSettings(
+        image_pull_secrets=list(dict.fromkeys(
+            [*(defaults.image_pull_secrets or []), *(runner.image_pull_secrets or [])])),
+        labels={**(defaults.pod_labels or {}), **(runner.pod_labels or {})},
+        annotations={**(defaults.pod_annotations or {}), **(runner.pod_annotations or {})},
+        priority_class_name=runner.priority_class_name or defaults.priority_class_name,
+        node_selector={**(defaults.node_selector or {}), **(runner.node_selector or {})},
+    )
+
+
 def artifacts_location(spec: Spec, name: str, run: int) -> str | None:
     """Where a run's folder lands on ``spec.artifacts.pvc``, for people: ``pvc/<claim>/
     <subPath>/<benchmark>/run-<n>`` (None without a claim). One run per folder, named like
@@ -292,8 +356,14 @@ def runner_job(
     where: Placement,
     *,
     image: str = DEFAULT_RUNNER_IMAGE,
+    pod: RunnerPod = DEFAULT_RUNNER_POD,
 ) -> dict[str, Any]:
     """The one runner Job of a run (never a pod per point: see DESIGN.md "Result flow").
+
+    The pod carries :func:`pod_settings` of ``spec.runner`` over ``pod`` (the operator's
+    defaults): pull secrets, labels and annotations (the operator's own on top), priority
+    class and node selector. The node selector narrows the placement, never replaces it: the
+    pod affinity to the target's pods still applies.
 
     The pod requests no GPU, runs as non-root with a read-only root filesystem, no
     capabilities and the runtime's seccomp profile; it writes artefacts to an emptyDir (with
@@ -396,6 +466,13 @@ def runner_job(
         pod_spec["volumes"].append(
             {"name": "artifacts", "persistentVolumeClaim": {"claimName": pvc.claim_name}}
         )
+    knobs = pod_settings(runner, pod)
+    if knobs.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": n} for n in knobs.image_pull_secrets]
+    if knobs.priority_class_name:
+        pod_spec["priorityClassName"] = knobs.priority_class_name
+    if knobs.node_selector:
+        pod_spec["nodeSelector"] = dict(knobs.node_selector)
     aff = affinity(spec.placement, where)
     if aff is not None:
         pod_spec["affinity"] = aff
@@ -428,10 +505,17 @@ def runner_job(
                 {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
             ]
         },
-        "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": pod_spec},
+        "template": {
+            "metadata": {"labels": {**knobs.labels, **meta["labels"]}},
+            "spec": pod_spec,
+        },
     }
+    annotations = dict(knobs.annotations)
     if replicas > 1:
-        job_spec["template"]["metadata"]["annotations"] = {REPLICAS_ANNOTATION: str(replicas)}
+        annotations[REPLICAS_ANNOTATION] = str(replicas)
+    if annotations:
+        job_spec["template"]["metadata"]["annotations"] = annotations
+    if replicas > 1:
         job_spec.update(
             completionMode="Indexed",
             completions=replicas,
@@ -469,6 +553,7 @@ def run_objects(
     where: Placement,
     *,
     image: str = DEFAULT_RUNNER_IMAGE,
+    pod: RunnerPod = DEFAULT_RUNNER_POD,
     stack: StackStatus | None = None,
 ) -> list[dict[str, Any]]:
     """Everything a run owns, in creation order (the Job last: it needs all the others)."""
@@ -477,7 +562,7 @@ def run_objects(
         runner_service_account(benchmark, run),
         runner_role(benchmark, run),
         runner_role_binding(benchmark, run),
-        runner_job(benchmark, run, spec, where, image=image),
+        runner_job(benchmark, run, spec, where, image=image, pod=pod),
     ]
 
 

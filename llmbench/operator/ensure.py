@@ -57,6 +57,8 @@ __all__ = [
     "run_context",
     "run_spec",
     "running_patch",
+    "target_warning_due",
+    "telemetry_warning_due",
     "waiting_patch",
 ]
 
@@ -109,6 +111,21 @@ def waiting_patch(error: TargetNotReady, accepted: Condition, generation: int) -
         {"phase": "Pending", "message": f"{error.reason}: {error}"},
         [accepted, condition("TargetReady", False, error.reason, str(error), generation)],
     )
+
+
+def target_warning_due(status: BenchmarkStatus, error: TargetNotReady) -> bool:
+    """Whether a ``TargetNotReady`` Warning is due: the reason changed (or the target was
+    ready before). A benchmark retrying every few seconds for the same missing Service posts
+    it once, not once a retry; a new reason (the Service appeared, its pods are not Ready)
+    posts again."""
+    have = next((c for c in status.conditions if c.type == "TargetReady"), None)
+    return have is None or (have.status, have.reason) != ("False", error.reason)
+
+
+def telemetry_warning_due(telemetry: Condition) -> bool:
+    """Whether a run starts without the GPU telemetry it asked for (``TelemetryAvailable=False``
+    for any reason but ``spec.telemetry.dcgm: off``, which is a choice, not a problem)."""
+    return telemetry.status == "False" and telemetry.reason != "Disabled"
 
 
 def queued_patch(
@@ -180,20 +197,23 @@ async def ensure_run(
             raise refused
     except SpecError as exc:
         await write_status(op, body, invalid_spec_patch(exc, generation, at), at)
-        post_event(body, "InvalidSpec", str(exc), warning=True)
+        await post_event(op, body, "InvalidSpec", str(exc), warning=True)
         return "created"
     accepted = condition("Accepted", True, "Valid", "the spec is valid", generation)
     try:
         resolved = await resolve_target(op.kube, spec, namespace)
     except TargetNotReady as exc:
         await write_status(op, body, waiting_patch(exc, accepted, generation), at)
+        if target_warning_due(status, exc):
+            await post_event(op, body, "TargetNotReady", f"{exc.reason}: {exc}", warning=True)
         return "target"
     ready = ready_condition(resolved, generation)
     taints = [t for n in resolved.nodes for t in (n.get("spec") or {}).get("taints") or []]
     where = Placement(resolved.selector, resolved.namespace, taints)
     try:  # once: a queued run was checked before it queued (the real create still is)
         if status.phase != "Queued":
-            job = runner_job(body, run, spec, where, image=op.config.runner_image)
+            job = runner_job(body, run, spec, where, image=op.config.runner_image,
+                             pod=op.config.runner_pod)
             await op.kube.create(job, dry_run=True)
     except Refused as exc:
         await refuse(op, body, exc, generation, at)
@@ -202,7 +222,7 @@ async def ensure_run(
     if holder is not None:
         queued = queued_patch(holder, resolved.url, accepted, ready, generation)
         if status.queued_behind != holder or status.phase != "Queued":
-            post_event(body, "Queued", queued.fields["message"])
+            await post_event(op, body, "Queued", queued.fields["message"])
         await write_status(op, body, queued, at)
         return "queued"
     urls, telemetry = await discover_exporters(
@@ -214,7 +234,7 @@ async def ensure_run(
     created = []
     try:
         for obj in run_objects(body, run, spec, context, where, image=op.config.runner_image,
-                               stack=stack):
+                               pod=op.config.runner_pod, stack=stack):
             if await op.kube.create(obj):
                 created.append(obj["kind"])
     except Refused as exc:
@@ -224,7 +244,12 @@ async def ensure_run(
     patch = running_patch(name, run, spec, status, stack, [accepted, ready, telemetry], at)
     await write_status(op, body, patch, at)
     if "Job" in created:
-        post_event(body, "JobCreated", f"runner Job {run_name(name, run)} created for run {run}")
+        await post_event(
+            op, body, "JobCreated", f"runner Job {run_name(name, run)} created for run {run}"
+        )
+        if telemetry_warning_due(telemetry):
+            await post_event(op, body, "TelemetryUnavailable",
+                             f"run {run}: {telemetry.reason}: {telemetry.message}", warning=True)
     return "created"
 
 
@@ -234,7 +259,7 @@ async def refuse(
     """Ends the run as the API server's refusal says (:func:`refused_patch`), with an Event."""
     patch = refused_patch(error, generation, at)
     await write_status(op, body, patch, at)
-    post_event(body, "Refused", patch.fields["message"], warning=True)
+    await post_event(op, body, "Refused", patch.fields["message"], warning=True)
 
 
 async def resolve_baseline(

@@ -53,6 +53,7 @@ from llmbench.operator.write import post_event, write_status
 __all__ = [
     "Final",
     "RunOutcome",
+    "end_event",
     "final_status",
     "finish_run",
     "job_event",
@@ -130,6 +131,24 @@ def run_outcome(
     ])
 
 
+def end_event(outcome: RunOutcome) -> tuple[str, str, bool]:
+    """The Event that ends a run: (reason, message, warning).
+
+    ``RunFailed`` (Warning) for a failed run; ``MeasurementInvalid`` (Warning) for a run that
+    finished but whose measurement is not to be trusted (``MeasurementValid=False``: a Normal
+    ``RunSucceeded`` would hide it from everyone who triages by Warnings); else
+    ``RunSucceeded`` (Normal).
+    """
+    if outcome.failed:
+        return "RunFailed", outcome.message, True
+    invalid = next((c for c in outcome.conditions
+                    if c.type == "MeasurementValid" and c.status == "False"), None)
+    if invalid is not None:
+        why = f"{outcome.message}, but its measurement is invalid ({invalid.reason}): "
+        return "MeasurementInvalid", why + invalid.message, True
+    return "RunSucceeded", outcome.message, False
+
+
 @dataclass(frozen=True)
 class Final:
     """The final status of a run, and what follows from it."""
@@ -151,7 +170,9 @@ def final_status(
     ``MeasurementValid``/``Succeeded``/``Running``/``Regressed``, the regression verdict, the
     history with this run last, and ``nextRunTime``; every time in it is ``at``."""
     gen = status.observed_generation
-    fields: dict[str, Any] = {"lastRunTime": rfc3339(at), **next_run_fields(spec, at)}
+    fields: dict[str, Any] = {
+        "lastRunTime": rfc3339(at), "currentPoint": None, **next_run_fields(spec, at)
+    }
     if digest is not None:
         fields.update(digest_patch(digest, csv))
     outcome = run_outcome(run, job_state, job, digest, gen, reason, oom)
@@ -264,9 +285,9 @@ async def finish_run(
             await op.kube.delete(kind, namespace, run_name(name, old_run))
     if context is not None:
         await release_lease(op, body, context.url)
-    post_event(body, "RunFailed" if final.outcome.failed else "RunSucceeded",
-               final.outcome.message, final.outcome.failed)
+    reason, message, warning = end_event(final.outcome)
+    await post_event(op, body, reason, message, warning)
     if final.regressed.status == "True":
-        post_event(body, "Regressed", final.regressed.message, warning=True)
+        await post_event(op, body, "Regressed", final.regressed.message, warning=True)
     if int(body["metadata"].get("generation") or 1) != status.observed_generation:
         await reconcile(op, namespace, name)

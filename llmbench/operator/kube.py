@@ -28,7 +28,8 @@ T = TypeVar("T")
 
 #: (apiGroup, resource) -> verbs. Filled by :func:`uses`, plus what kopf itself calls.
 PERMISSIONS: dict[tuple[str, str], set[str]] = {
-    # kopf: watch the resource, keep its progress annotations, post events.
+    # kopf: watch the resource, keep its progress annotations, post its own warnings as
+    # events (the operator's own Events: :meth:`Kube.create_event`).
     (GROUP, PLURAL): {"list", "watch", "patch"},
     ("", "events"): {"create"},
     # kopf.on.event watches of the children (stateless: no patch rights on Pods or Jobs).
@@ -320,6 +321,12 @@ class Kube:
             field_selector=f"involvedObject.uid={uid},reason={reason}",
         )
         return [_dict(self.api, e) for e in res.items]
+
+    @uses("", "events", "create")
+    async def create_event(self, event: Mapping[str, Any]) -> None:
+        """Posts a core/v1 Event (:func:`llmbench.operator.write.event_object`)."""
+        await _call(self.core.create_namespaced_event, event["metadata"]["namespace"],
+                    dict(event))
 
     # -- the per-target Lease -----------------------------------------------------------
 

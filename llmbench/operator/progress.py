@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llmbench.api.status import BenchmarkStatus, RunDigest, StackStatus, dump
+from llmbench.api.status import BenchmarkStatus, CurrentPoint, RunDigest, StackStatus, dump
 from llmbench.operator.build import (
     REPLICAS_ANNOTATION,
     job_pods,
@@ -20,7 +20,7 @@ from llmbench.operator.build import (
     owns,
 )
 from llmbench.operator.finish import own_job, run_pods
-from llmbench.operator.results import read_digest
+from llmbench.operator.results import read_current_point, read_digest
 from llmbench.operator.resync import end_dead_run, pod_problem
 from llmbench.operator.state import Operator
 from llmbench.operator.status import (
@@ -37,6 +37,8 @@ from llmbench.operator.write import write_status
 __all__ = [
     "apply_digest",
     "digest_status",
+    "live_point",
+    "progress_text",
     "replicas_of",
     "results_event",
     "runner_patch",
@@ -50,10 +52,42 @@ def running(status: BenchmarkStatus, run: int) -> bool:
     return status.run == run and status.phase == "Running"
 
 
-def digest_status(status: BenchmarkStatus, digest: RunDigest, csv: str | None) -> Patch:
-    """The runner's latest digest as status: figures, progress, ``MeasurementValid``."""
-    valid = validity_condition(digest, status.observed_generation)
-    return Patch(digest_patch(digest, csv), [valid] if valid is not None else [])
+def live_point(digest: RunDigest | None, point: CurrentPoint | None) -> CurrentPoint | None:
+    """The point under way, if ``point`` is one: a record of a point the digest already
+    counts as ended is stale (the runner removes it just after writing that point's
+    results) and shows nothing."""
+    if point is None:
+        return None
+    done = digest.done if digest is not None else 0
+    return point if point.number > done else None
+
+
+def progress_text(done: int, total: int, point: CurrentPoint | None) -> str:
+    """The ``PROGRESS`` column: ``3/6`` between points, ``3/6 41%`` while the 4th runs (its
+    requests, or its seconds for a time-bound point, done of its target)."""
+    text = f"{done}/{total}"
+    if point is not None and point.percent is not None:
+        text += f" {point.percent:.0f}%"
+    return text
+
+
+def digest_status(
+    status: BenchmarkStatus, digest: RunDigest | None, csv: str | None,
+    point: CurrentPoint | None = None,
+) -> Patch:
+    """The runner's latest digest and point under way as status: figures, progress,
+    ``currentPoint``, ``MeasurementValid``."""
+    live = live_point(digest, point)
+    fields: dict[str, Any] = digest_patch(digest, csv) if digest is not None else {}
+    if digest is not None:
+        done, total = digest.done, digest.total
+    else:
+        done, total = 0, live.total if live is not None else 0
+    if digest is not None or live is not None:
+        fields["progress"] = progress_text(done, total, live)
+    fields["currentPoint"] = dump(live) if live is not None else None
+    valid = validity_condition(digest, status.observed_generation) if digest else None
+    return Patch(fields, [valid] if valid is not None else [])
 
 
 def replicas_of(pod: Mapping[str, Any]) -> int:
@@ -96,27 +130,29 @@ def runner_patch(
 
 
 async def apply_digest(
-    op: Operator, namespace: str, name: str, run: int, digest: RunDigest, csv: str | None,
-    cm: Mapping[str, Any],
+    op: Operator, namespace: str, name: str, run: int, digest: RunDigest | None,
+    csv: str | None, cm: Mapping[str, Any],
 ) -> None:
-    """Mirrors run ``run``'s digest into status if that run is still the one running and
-    ``cm`` is its own results ConfigMap (not one merely labelled for it)."""
+    """Mirrors run ``run``'s digest and point under way into status if that run is still the
+    one running and ``cm`` is its own results ConfigMap (not one merely labelled for it)."""
     async with op.locked(namespace, name) as body:
         if body is None:
             return
         status = status_of(body)
         if not running(status, run) or not owns(body, cm, status.results_config_map):
             return
-        await write_status(op, body, digest_status(status, digest, csv), op.clock.now())
+        patch = digest_status(status, digest, csv, read_current_point(cm))
+        await write_status(op, body, patch, op.clock.now())
 
 
 async def results_event(op: Operator, body: Mapping[str, Any], type: str) -> None:  # noqa: A002
-    """The runner wrote a point: mirror its digest into status (within a second or two)."""
+    """The runner wrote a point or its progress: mirror them into status (within a second
+    or two)."""
     owner = owner_of(body)
     if type == "DELETED" or owner is None:
         return
     digest, csv = read_digest(body)
-    if digest is not None:
+    if digest is not None or read_current_point(body) is not None:
         await apply_digest(op, owner[0], owner[1], owner[2], digest, csv, body)
 
 

@@ -93,7 +93,7 @@ def start_patch(
     return Patch(
         {
             "run": run, "phase": "Pending", "observedGeneration": generation,
-            "job": None, "progress": None, "points": [], "knee": None,
+            "job": None, "progress": None, "currentPoint": None, "points": [], "knee": None,
             "maxUnderSLO": None, "summaryCSV": None, "queuedBehind": None,
             "startedTime": None, "message": decision.message or f"run {run} starting",
             "resultsConfigMap": run_name(name, run),
@@ -160,7 +160,7 @@ async def reconcile(op: Operator, namespace: str, name: str, tick: datetime | No
                 msg = (f"schedule tick {rfc3339(tick)} skipped: run {d.run} is still in progress "
                        "(concurrencyPolicy Forbid)")
                 await write_status(op, body, Patch({**sched, "message": msg}), at)
-                post_event(body, "TickSkipped", msg)
+                await post_event(op, body, "TickSkipped", msg)
                 return
             if what == "replace":
                 await replace_run(op, body, d.run, tick, at)
@@ -178,8 +178,8 @@ async def reconcile(op: Operator, namespace: str, name: str, tick: datetime | No
         if d.action == "start":
             patch = start_patch(name, d, generation, spec, sched or next_run_fields(spec, at))
             await write_status(op, body, patch, at)
-            post_event(
-                body, "RunStarting", f"run {d.run} starting ({d.message or 'new benchmark'})"
+            await post_event(
+                op, body, "RunStarting", f"run {d.run} starting ({d.message or 'new benchmark'})"
             )
             body = await op.kube.get_benchmark(namespace, name)
         elif status.job is None and status.observed_generation != generation:
@@ -204,7 +204,7 @@ async def replace_run(
     await op.kube.delete("Job", namespace, run_name(name, run))
     patch, why = replaced_patch(name, status_of(body), body.get("spec") or {}, run, tick, at)
     await write_status(op, body, patch, at)
-    post_event(body, "RunReplaced", f"run {run} {why}", warning=True)
+    await post_event(op, body, "RunReplaced", f"run {run} {why}", warning=True)
     context = await read_context(op.kube, namespace, name, run)
     if context is not None:
         await release_lease(op, body, context.url)
@@ -237,7 +237,7 @@ async def schedule_tick(op: Operator, namespace: str, name: str, seen: Mapping[s
         if run_tick is None:
             patch = missed_tick_patch(body.get("spec") or {}, latest)
             await write_status(op, body, patch, at)
-            post_event(body, "TickMissed", patch.fields["message"], warning=True)
+            await post_event(op, body, "TickMissed", patch.fields["message"], warning=True)
             return
     await reconcile(op, namespace, name, tick=run_tick)
 

@@ -13,11 +13,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llmbench.api.job import CONTEXT_KEY, DIGEST_KEY, SUMMARY_KEY, RunContext, run_name
-from llmbench.api.status import RunDigest
+from llmbench.api.job import (
+    CONTEXT_KEY,
+    DIGEST_KEY,
+    PROGRESS_KEY,
+    SUMMARY_KEY,
+    RunContext,
+    run_name,
+)
+from llmbench.api.status import CurrentPoint, RunDigest
 from llmbench.operator.kube import Kube, NotFound
 
-__all__ = ["context_of", "read_context", "read_digest"]
+__all__ = ["context_of", "read_context", "read_current_point", "read_digest"]
 
 log = logging.getLogger("llmbench.operator")
 
@@ -34,6 +41,18 @@ def read_digest(cm: Mapping[str, Any]) -> tuple[RunDigest | None, str | None]:
     except ValidationError:
         log.warning("unreadable %s in ConfigMap %s", DIGEST_KEY, cm["metadata"]["name"])
         return None, data.get(SUMMARY_KEY)
+
+
+def read_current_point(cm: Mapping[str, Any]) -> CurrentPoint | None:
+    """The runner's record of the point under way (None between points, or unreadable)."""
+    raw = (cm.get("data") or {}).get(PROGRESS_KEY)
+    if not raw:
+        return None
+    try:
+        return CurrentPoint.model_validate_json(raw)
+    except ValidationError:
+        log.warning("unreadable %s in ConfigMap %s", PROGRESS_KEY, cm["metadata"]["name"])
+        return None
 
 
 def context_of(cm: Mapping[str, Any] | None) -> RunContext | None:

@@ -22,8 +22,9 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from llmbench.api.spec.runner import RunnerPod
 from llmbench.operator.admission import Guard
-from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
+from llmbench.operator.build import DEFAULT_RUNNER_IMAGE, DEFAULT_RUNNER_POD
 from llmbench.operator.kube import Kube, NotFound
 from llmbench.operator.schedule import Clock
 
@@ -41,6 +42,9 @@ class OperatorConfig:
     """What ``llmbench operator`` was started with (its flags)."""
 
     runner_image: str = DEFAULT_RUNNER_IMAGE
+    #: The runner pods' defaults (``--runner-pod-defaults``: the chart's ``runner.*`` values),
+    #: under each benchmark's ``spec.runner`` (:func:`~llmbench.operator.build.pod_settings`).
+    runner_pod: RunnerPod = field(default_factory=lambda: DEFAULT_RUNNER_POD)
     #: The watched namespaces (empty: every namespace).
     namespaces: tuple[str, ...] = ()
     #: A namespaced operator's dcgm-exporter namespaces (``--exporter-namespace``).

@@ -14,7 +14,15 @@ from typing import Any, Literal
 
 from llmbench.api import Spec
 from llmbench.api.job import SUMMARY_KEY
-from llmbench.api.status import BenchmarkStatus, Condition, HistoryEntry, RunDigest, dump
+from llmbench.api.status import (
+    SUMMARY_CSV_LIMIT,
+    SUMMARY_CSV_MOVED,
+    BenchmarkStatus,
+    Condition,
+    HistoryEntry,
+    RunDigest,
+    dump,
+)
 from llmbench.operator.build import INDEX_ANNOTATION
 
 __all__ = [
@@ -371,7 +379,8 @@ def bounded_status(
 
 
 def digest_patch(digest: RunDigest, summary_csv: str | None) -> dict[str, Any]:
-    """The status fields a runner digest sets: progress, points, knee, max under SLO, CSV."""
+    """The status fields a runner digest sets: progress, points, knee, max under SLO, CSV (a
+    CSV over :data:`~llmbench.api.status.SUMMARY_CSV_LIMIT` stays in the ConfigMap only)."""
     patch: dict[str, Any] = {
         "progress": f"{digest.done}/{digest.total}",
         "points": [_rounded(dump(p)) for p in digest.points],
@@ -381,7 +390,9 @@ def digest_patch(digest: RunDigest, summary_csv: str | None) -> dict[str, Any]:
     if digest.max_under_slo is not None:
         patch["maxUnderSLO"] = _rounded(dump(digest.max_under_slo))
     if summary_csv is not None:
-        patch["summaryCSV"] = summary_csv
+        patch["summaryCSV"] = (
+            summary_csv if len(summary_csv) <= SUMMARY_CSV_LIMIT else SUMMARY_CSV_MOVED
+        )
     return patch
 
 

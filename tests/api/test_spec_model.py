@@ -554,6 +554,22 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         {"target": {**URL, "podSelector": {"matchLabels": {"not a key": "x"}}}},
         "spec.target.podSelector.matchLabels",
     ),
+    "runner.podLabels-reserved": (
+        {"runner": {"podLabels": {"llmbench.io/run": "9"}}}, "spec.runner.podLabels"
+    ),
+    "runner.podAnnotations-reserved": (
+        {"runner": {"podAnnotations": {"llmbench.io/replicas": "1"}}},
+        "spec.runner.podAnnotations",
+    ),
+    "runner.podLabels-keys": (
+        {"runner": {"podLabels": {"not a key": "x"}}}, "spec.runner.podLabels"
+    ),
+    "runner.podAnnotations-keys": (
+        {"runner": {"podAnnotations": {"/bad": "x"}}}, "spec.runner.podAnnotations"
+    ),
+    "runner.nodeSelector-keys": (
+        {"runner": {"nodeSelector": {"a b": "x"}}}, "spec.runner.nodeSelector"
+    ),
     "runner.quantity-not-zero": (
         {"runner": {"requests": {"memory": "0Mi"}}}, "spec.runner.requests.memory"
     ),

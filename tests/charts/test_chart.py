@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from llmbench.operator.build import runner_pod_defaults
 from tests.charts.helm import CHART, ROOT, by_kind, helm, helm_binary, render, set_args
 from tests.operator.test_rbac import CLUSTER_WIDE, Grants, compare, grants, used
 
@@ -112,6 +113,8 @@ def test_default_values_watch_every_namespace_with_one_cluster_role() -> None:
     assert "command" not in c  # the image's entrypoint is `llmbench`
     assert c["args"] == [
         "operator", "--all-namespaces", "--runner-image=ghcr.io/llmbench/llmbench:0.1.0",
+        '--runner-pod-defaults={"podAnnotations":{"linkerd.io/inject":"disabled",'
+        '"sidecar.istio.io/inject":"false"}}',
         "--admission-policy=llmbench-operator",
         "--liveness=http://0.0.0.0:8080/healthz", "--retry-delay=3", "--resync-interval=30",
         "--unschedulable-deadline=600", "--leader-election-namespace=llmbench-system",
@@ -271,6 +274,22 @@ def test_allowed_runner_images_reach_the_policy_as_string_literals_and_the_opera
     args = container(docs)["args"]
     assert "--allowed-runner-images=registry.local/llmbench/*" in args
     assert '--allowed-runner-images=odd"name' in args
+
+
+def test_the_runner_pod_values_reach_the_operator_as_defaults_it_accepts() -> None:
+    docs = render(**{"runner.imagePullSecrets": ["team-registry"],
+                     "runner.podLabels.team": "platform",
+                     "runner.priorityClassName": "batch-low",
+                     "runner.nodeSelector.pool": "benchmarks",
+                     "runner.podAnnotations.linkerd\\.io/inject": None})
+    (arg,) = [a for a in container(docs)["args"] if a.startswith("--runner-pod-defaults=")]
+    pod = runner_pod_defaults(arg.partition("=")[2])
+    assert pod.image_pull_secrets == ["team-registry"]
+    assert pod.pod_labels == {"team": "platform"}
+    assert pod.priority_class_name == "batch-low"
+    assert pod.node_selector == {"pool": "benchmarks"}
+    # a default dropped with null is gone; the other sidecar switch stays
+    assert pod.pod_annotations == {"sidecar.istio.io/inject": "false"}
 
 
 def test_a_namespaced_install_binds_its_policy_to_its_namespaces_only() -> None:

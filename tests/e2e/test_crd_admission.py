@@ -271,6 +271,10 @@ INVALID = [
         "runner.memory-request-within-limit",
         {"target": URL, "runner": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1000Mi"}}},
     ),
+    rule_case("runner.podLabels-reserved",
+              {"target": URL, "runner": {"podLabels": {"llmbench.io/run": "7"}}}),
+    rule_case("runner.podAnnotations-reserved",
+              {"target": URL, "runner": {"podAnnotations": {"llmbench.io/replicas": "1"}}}),
     # the same rules reached another way
     Invalid(
         "a podSelector expression with values it does not take",
@@ -431,7 +435,8 @@ def test_python_only_rules_are_the_operators_to_report(crd_ready: Any, bench_ns:
     """What CEL cannot say, the API server admits and Python refuses (documented in the model)."""
     python_only = [r for r in RULES.values() if r.cel is None]
     assert [r.name for r in python_only] == [
-        "podSelector.label-keys", "spec.schedule-fires", "spec.time-zone-exists"]
+        "podSelector.label-keys", "spec.schedule-fires", "spec.time-zone-exists",
+        "runner.podLabels-keys", "runner.podAnnotations-keys", "runner.nodeSelector-keys"]
     python_only = python_only[1:]
     spec = {"target": {**URL, "podSelector": {"matchLabels": {"not a key": "x"}}}}
     create(crd_ready, bench_ns, body(spec))
@@ -444,6 +449,12 @@ def test_python_only_rules_are_the_operators_to_report(crd_ready: Any, bench_ns:
     spec = {"target": URL, "schedule": "@daily", "timeZone": "Mars/Olympus"}
     create(crd_ready, bench_ns, body(spec))
     assert python_issues(spec) == [f"spec.timeZone: {python_only[1].message}"]
+    # the runner pod's label, annotation and node selector keys, as podSelector's
+    for field in ("podLabels", "podAnnotations", "nodeSelector"):
+        spec = {"target": URL, "runner": {field: {"not a key": "x"}}}
+        create(crd_ready, bench_ns, body(spec))
+        assert python_issues(spec) == [
+            f"spec.runner.{field}: {RULES[f'runner.{field}-keys'].message}"]
 
 
 def test_a_name_too_long_for_a_label_is_refused_by_both(crd_ready: Any, bench_ns: str) -> None:

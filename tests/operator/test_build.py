@@ -9,7 +9,9 @@ import pytest
 
 from llmbench.api import Spec
 from llmbench.api.job import CONTEXT_KEY, ENV_API_KEY, SPEC_KEY, RunContext, run_name
+from llmbench.api.spec.runner import RunnerPod
 from llmbench.operator.build import (
+    DEFAULT_RUNNER_POD,
     LABEL_ACTIVE,
     LABEL_BENCHMARK,
     RUNNER_UID,
@@ -20,8 +22,10 @@ from llmbench.operator.build import (
     job_pods,
     lease_name,
     owns,
+    pod_settings,
     run_objects,
     runner_job,
+    runner_pod_defaults,
     runner_role,
     runner_role_binding,
     target_lease,
@@ -265,3 +269,65 @@ def test_without_timeout_seconds_the_job_gets_a_deadline_from_the_sweeps_size() 
     long = spec(load={"measurementDurationSeconds": 3600},
                 target={"url": "http://m:8000", "model": "m", "requestTimeoutSeconds": 60})
     assert default_deadline(long) == 600 + len(long.points()) * (2 * 3600 + 60)
+
+
+def test_the_runner_pod_keeps_sidecars_out_by_default() -> None:
+    pod = runner_job(BENCH, 1, spec(), WHERE)["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {
+        "sidecar.istio.io/inject": "false", "linkerd.io/inject": "disabled"}
+    for key in ("imagePullSecrets", "priorityClassName", "nodeSelector"):
+        assert key not in pod["spec"]
+
+
+def test_the_benchmarks_pod_knobs_merge_over_the_operators_and_never_over_its_labels() -> None:
+    chart = runner_pod_defaults(json.dumps({
+        "imagePullSecrets": ["team-registry"],
+        "podLabels": {"team": "platform", "cost-center": "42"},
+        "podAnnotations": {"sidecar.istio.io/inject": "false", "linkerd.io/inject": "disabled"},
+        "priorityClassName": "batch-low",
+        "nodeSelector": {"pool": "benchmarks", "arch": "amd64"},
+    }))
+    s = spec(runner={
+        "imagePullSecrets": ["private-pull", "team-registry"],
+        "podLabels": {"team": "inference"},
+        "podAnnotations": {"sidecar.istio.io/inject": "true", "example.com/owner": "me"},
+        "priorityClassName": "benchmarks",
+        "nodeSelector": {"pool": "gpu-a"},
+    })
+    knobs = pod_settings(s.runner, chart)
+    assert knobs.image_pull_secrets == ["team-registry", "private-pull"]
+    assert knobs.labels == {"team": "inference", "cost-center": "42"}
+    assert knobs.annotations == {"sidecar.istio.io/inject": "true",
+                                 "linkerd.io/inject": "disabled", "example.com/owner": "me"}
+    assert knobs.priority_class_name == "benchmarks"
+    assert knobs.node_selector == {"pool": "gpu-a", "arch": "amd64"}
+    job = runner_job(BENCH, 1, s, WHERE, pod=chart)
+    template = job["spec"]["template"]
+    pod = template["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "team-registry"}, {"name": "private-pull"}]
+    assert pod["priorityClassName"] == "benchmarks"
+    assert pod["nodeSelector"] == {"pool": "gpu-a", "arch": "amd64"}
+    # the node selector narrows the placement: the pod affinity to the target stays
+    assert pod["affinity"] == affinity("SameNode", WHERE)
+    labels = template["metadata"]["labels"]
+    assert labels["team"] == "inference" and labels[LABEL_BENCHMARK] == "sweep"
+    assert labels["app.kubernetes.io/managed-by"] == "llmbench-operator"
+    assert template["metadata"]["annotations"]["example.com/owner"] == "me"
+    # the Job itself keeps only the operator's labels
+    assert "team" not in job["metadata"]["labels"]
+    # without defaults from the chart, the operator's own default is sidecars off
+    assert pod_settings(RunnerPod(), DEFAULT_RUNNER_POD).annotations == {
+        "sidecar.istio.io/inject": "false", "linkerd.io/inject": "disabled"}
+
+
+def test_operator_defaults_obey_the_specs_rules_and_name_the_flag() -> None:
+    with pytest.raises(ValueError, match="--runner-pod-defaults: .*llmbench.io/"):
+        runner_pod_defaults('{"podLabels": {"llmbench.io/run": "1"}}')
+    with pytest.raises(ValueError, match="--runner-pod-defaults: "):
+        runner_pod_defaults('{"imagePullSecrets": "not-a-list"}')
+    with pytest.raises(ValueError, match="--runner-pod-defaults: "):
+        runner_pod_defaults("{not json")
+    with pytest.raises(ValueError, match="runner.foo: unknown field"):
+        runner_pod_defaults('{"foo": 1}')
+    with pytest.raises(ValueError, match="app.kubernetes.io/managed-by"):
+        runner_pod_defaults('{"podLabels": {"app.kubernetes.io/managed-by": "me"}}')

@@ -45,7 +45,8 @@ def test_one_replica_is_the_plain_job_of_before() -> None:
         assert key not in job
     pod = job["template"]["spec"]
     assert "topologySpreadConstraints" not in pod
-    assert "annotations" not in job["template"]["metadata"]
+    # no shard count: only the default annotations (no service-mesh sidecar)
+    assert REPLICAS_ANNOTATION not in job["template"]["metadata"]["annotations"]
     assert ENV_SHARD_INDEX not in {e["name"] for e in pod["containers"][0]["env"]}
 
 
@@ -61,7 +62,7 @@ def test_replicas_make_an_indexed_job_of_that_many_pods_at_once() -> None:
     rules = job["podFailurePolicy"]["rules"]
     assert rules[0]["action"] == "FailJob" and rules[0]["onExitCodes"]["values"] == [1, 2]
     assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
-    assert job["template"]["metadata"]["annotations"] == {REPLICAS_ANNOTATION: "3"}
+    assert job["template"]["metadata"]["annotations"][REPLICAS_ANNOTATION] == "3"
 
 
 def test_each_shard_reads_its_index_from_the_downward_api() -> None:

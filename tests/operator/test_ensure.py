@@ -17,6 +17,8 @@ from llmbench.operator.ensure import (
     run_context,
     run_spec,
     running_patch,
+    target_warning_due,
+    telemetry_warning_due,
     waiting_patch,
 )
 from llmbench.operator.kube import Refused
@@ -121,3 +123,22 @@ def test_created_objects_make_a_waiting_run_running_and_keep_a_found_one() -> No
     found = running_patch("sweep", 2, spec, BenchmarkStatus(phase="Running"), stack, conds, AT)
     assert not {"phase", "startedTime", "progress"} & set(found.fields)
     assert list(found.conditions) == conds
+
+
+def test_target_not_ready_warns_once_per_reason_not_once_per_retry() -> None:
+    missing = TargetNotReady("ServiceNotFound", "Service llm/vllm does not exist")
+    fresh = BenchmarkStatus()
+    assert target_warning_due(fresh, missing)
+    waiting = BenchmarkStatus(conditions=[
+        condition("TargetReady", False, "ServiceNotFound", "Service llm/vllm does not exist", 2)])
+    assert not target_warning_due(waiting, missing)  # the next retry, same reason: silent
+    assert target_warning_due(waiting, TargetNotReady("PodsNotReady", "no Ready pod"))
+    was_ready = BenchmarkStatus(conditions=[condition("TargetReady", True, "Resolved", "ok", 2)])
+    assert target_warning_due(was_ready, missing)
+
+
+def test_telemetry_unavailable_warns_unless_it_was_turned_off() -> None:
+    assert telemetry_warning_due(condition("TelemetryAvailable", False, "ExporterNotFound", "x"))
+    assert telemetry_warning_due(condition("TelemetryAvailable", False, "NoTargetPods", "x"))
+    assert not telemetry_warning_due(condition("TelemetryAvailable", False, "Disabled", "off"))
+    assert not telemetry_warning_due(condition("TelemetryAvailable", True, "ExporterFound", "1"))

@@ -15,7 +15,7 @@ from llmbench.api.status import (
     RegressionVerdict,
     RunDigest,
 )
-from llmbench.operator.finish import final_status, run_outcome, unfinished
+from llmbench.operator.finish import end_event, final_status, run_outcome, unfinished
 from llmbench.operator.status import final_digest, termination_digest
 
 AT = datetime(2026, 12, 1, 2, 41, 30, tzinfo=UTC)
@@ -197,3 +197,16 @@ def test_the_termination_message_fills_in_what_the_configmap_missed() -> None:
     assert final_digest(digest(), refused) == digest()
     assert final_digest(None, later) == later and final_digest(stale, None) == stale
     assert termination_digest([]) is None
+
+
+def test_a_finished_run_with_an_invalid_measurement_ends_with_a_warning() -> None:
+    ok = run_outcome(3, "Succeeded", JOB_DONE, digest(), 5)
+    assert end_event(ok) == ("RunSucceeded", "run 3 finished", False)
+    bad = run_outcome(3, "Succeeded", JOB_DONE, digest(
+        valid=False, invalid_reasons=["foreign_traffic: 12 requests not ours"]), 5)
+    reason, message, warning = end_event(bad)
+    assert (reason, warning) == ("MeasurementInvalid", True)
+    assert message.startswith("run 3 finished, but its measurement is invalid")
+    assert "ValidityWarnings" in message and "12 requests not ours" in message
+    failed = run_outcome(3, "Failed", JOB_FAILED, digest(), 5)
+    assert end_event(failed)[0::2] == ("RunFailed", True)

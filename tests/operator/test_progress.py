@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmbench.api.status import BenchmarkStatus, PointStatus, RunDigest
+from llmbench.api.status import BenchmarkStatus, CurrentPoint, PointStatus, RunDigest
 from llmbench.operator.build import INDEX_ANNOTATION, REPLICAS_ANNOTATION
-from llmbench.operator.progress import digest_status, replicas_of, runner_patch, running
+from llmbench.operator.progress import (
+    digest_status,
+    live_point,
+    progress_text,
+    replicas_of,
+    runner_patch,
+    running,
+)
 
 RUNNING: dict[str, Any] = {
     "run": 2, "phase": "Running", "observedGeneration": 4, "job": "b-run-2",
@@ -48,6 +55,32 @@ def test_the_digest_becomes_progress_figures_and_measurement_valid() -> None:
     assert (valid.type, valid.status, valid.observed_generation) == ("MeasurementValid", "True", 4)
     before_any_point = digest_status(status(), RunDigest(run=2, total=4), None)
     assert before_any_point.fields["progress"] == "0/4" and not before_any_point.conditions
+
+
+def under_way(number: int, percent: float | None = 41.0) -> CurrentPoint:
+    return CurrentPoint(name=f"c{number}", value=number, number=number, total=6,
+                        requests_done=82, requests_target=200, percent=percent,
+                        started="2026-12-02T03:00:00Z", updated="2026-12-02T03:00:20Z",
+                        point_eta="2026-12-02T03:00:49Z", sweep_eta="2026-12-02T03:02:00Z")
+
+
+def test_the_point_under_way_is_progress_and_current_point() -> None:
+    d = RunDigest(run=2, total=6, done=3, valid=True, points=[
+        PointStatus(name=f"c{i}", value=i, state="Succeeded") for i in (1, 2, 3)])
+    patch = digest_status(status(), d, None, under_way(4))
+    assert patch.fields["progress"] == "3/6 41%"
+    cp = patch.fields["currentPoint"]
+    assert (cp["number"], cp["requestsDone"], cp["requestsTarget"]) == (4, 82, 200)
+    assert cp["pointEta"] == "2026-12-02T03:00:49Z" and cp["sweepEta"]
+    # the record of a point the digest already counts is stale: no point under way
+    stale = digest_status(status(), d, None, under_way(3))
+    assert stale.fields["progress"] == "3/6" and stale.fields["currentPoint"] is None
+    # before the first point ended there is no digest: the record alone says it
+    first = digest_status(status(), None, None, under_way(1, 12.4))
+    assert first.fields["progress"] == "0/6 12%" and "points" not in first.fields
+    assert not first.conditions
+    assert progress_text(3, 6, under_way(4, None)) == "3/6"  # no target: no percentage
+    assert live_point(None, None) is None
 
 
 def test_replicas_from_the_pods_annotation() -> None:

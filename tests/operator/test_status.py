@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from llmbench.api.status import (
+    SUMMARY_CSV_LIMIT,
+    SUMMARY_CSV_MOVED,
     BenchmarkStatus,
     KneeStatus,
     MaxUnderSloStatus,
@@ -213,3 +215,13 @@ def test_the_whole_status_history_included_stays_under_the_bound() -> None:
     small = bounded_status({"message": "x"}, "b-run-1000", {**current, "history": history})
     assert len(json.dumps({**current, **small}, separators=(",", ":"))) <= MAX_STATUS_BYTES
     assert "history" in small
+
+
+def test_a_summary_csv_over_16_kib_stays_in_the_configmap_only() -> None:
+    d = RunDigest(run=1, total=1, done=1)
+    small = "Config Name,Concurrency\nc1,1\n"
+    assert digest_patch(d, small)["summaryCSV"] == small
+    exact = "x" * SUMMARY_CSV_LIMIT
+    assert digest_patch(d, exact)["summaryCSV"] == exact
+    big = digest_patch(d, "x" * (SUMMARY_CSV_LIMIT + 1))["summaryCSV"]
+    assert big == SUMMARY_CSV_MOVED and "summary.csv" in big

@@ -60,3 +60,15 @@ all-namespaces operator would fight over every benchmark: helm refuses it). */}}
 {{- include "llmbench-operator.fullname" . }}
 {{- end }}
 {{- end }}
+
+{{/* The runner pods' defaults as JSON (--runner-pod-defaults): runner.* values, empty ones left out. */}}
+{{- define "llmbench-operator.runnerPod" -}}
+{{- $r := .Values.runner -}}
+{{- $pod := dict -}}
+{{- with $r.imagePullSecrets }}{{ $_ := set $pod "imagePullSecrets" . }}{{ end -}}
+{{- with $r.podLabels }}{{ $_ := set $pod "podLabels" . }}{{ end -}}
+{{- with $r.podAnnotations }}{{ $_ := set $pod "podAnnotations" . }}{{ end -}}
+{{- with $r.priorityClassName }}{{ $_ := set $pod "priorityClassName" . }}{{ end -}}
+{{- with $r.nodeSelector }}{{ $_ := set $pod "nodeSelector" . }}{{ end -}}
+{{- toJson $pod -}}
+{{- end -}}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field, Strict
 
 from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
+from .target import LABEL_KEY_PATTERN, LabelValue
 from .types import URL_PATTERN, Int, PositiveInt, Str, cel_value
 
 __all__ = [
@@ -16,7 +17,11 @@ __all__ = [
     "Artifacts",
     "PvcArtifacts",
     "Runner",
+    "RESERVED_LABELS",
+    "RESERVED_PREFIX",
+    "SIDECARS_OFF",
     "RunnerLimits",
+    "RunnerPod",
     "RunnerRequests",
     "Telemetry",
     "quantity_value",
@@ -113,10 +118,109 @@ class RunnerLimits(ApiModel):
     memory: Quantity = Field(default="2Gi", description="Memory limit, e.g. 2Gi.")
 
 
-class Runner(ApiModel):
+#: Label and annotation keys under this prefix are the operator's (run, benchmark, shards).
+RESERVED_PREFIX = "llmbench.io/"
+#: The operator's own labels on every child: it watches runner pods by them.
+RESERVED_LABELS = ("app.kubernetes.io/managed-by", "app.kubernetes.io/name")
+#: The runner pod's default annotations (the operator's and the chart's): no service-mesh
+#: sidecar joins it, since a proxy would sit in the path of every measured request and a
+#: sidecar that never exits keeps the Job from completing. A benchmark may set them back.
+SIDECARS_OFF = {"sidecar.istio.io/inject": "false", "linkerd.io/inject": "disabled"}
+#: A DNS subdomain (Secret and PriorityClass names).
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+def _reserved(what: str, keys: tuple[str, ...]) -> Rule:
+    """No ``llmbench.io/`` key (nor one of ``keys``) in a map of labels or annotations: they
+    are how the operator finds and tells apart a run's pods."""
+    listed = "".join(f" || k == {cel_string(k)}" for k in keys)
+    names = "".join(f", {k}" for k in keys)
+    return Rule(
+        name=f"runner.{what}-reserved",
+        message=f"runner.{what}: keys starting with {RESERVED_PREFIX}{names} are the "
+        "operator's own (it finds a run's pods by them): use another key",
+        cel=f"!has(self.{what}) || !self.{what}.exists(k, "
+        f"k.startsWith({cel_string(RESERVED_PREFIX)}){listed})",
+        check=lambda r: not any(
+            k.startswith(RESERVED_PREFIX) or k in keys for k in getattr(r, _py(what)) or {}
+        ),
+        field_path=f".{what}",
+    )
+
+
+def _py(alias: str) -> str:
+    return {"podLabels": "pod_labels", "podAnnotations": "pod_annotations",
+            "nodeSelector": "node_selector"}[alias]
+
+
+def _keys_are_label_keys(what: str) -> Rule:
+    """Every key of a map is a label (or annotation) key; Python only, as for podSelector."""
+    return Rule(
+        name=f"runner.{what}-keys",
+        message=f"runner.{what}: a key is an optional DNS-subdomain prefix and '/', then up "
+        "to 63 letters, digits, '-', '_' or '.' (e.g. example.com/team)",
+        cel=None,
+        check=lambda r: all(re2_matches(LABEL_KEY_PATTERN, k) and len(k) <= 317
+                            for k in getattr(r, _py(what)) or {}),
+        field_path=f".{what}",
+        python_only="a structural schema bounds no map key's length, so CEL's cost "
+        "estimate of a pattern over the keys exceeds the API server's budget",
+    )
+
+
+SecretName = Annotated[str, Strict(), Field(min_length=1, max_length=253, pattern=_DNS_SUBDOMAIN)]
+
+
+class RunnerPod(ApiModel):
+    """How the runner pod fits the namespace: pull secrets, labels, annotations, priority and
+    nodes. The operator's chart gives defaults for each (``runner.*`` values); a benchmark's
+    values are merged over them (:func:`llmbench.operator.build.pod_settings`)."""
+
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        _reserved("podLabels", RESERVED_LABELS),
+        _reserved("podAnnotations", ()),
+        _keys_are_label_keys("podLabels"),
+        _keys_are_label_keys("podAnnotations"),
+        _keys_are_label_keys("nodeSelector"),
+    )
+
+    image_pull_secrets: list[SecretName] | None = Field(
+        default=None, max_length=16,
+        description="Names of docker-registry Secrets in the benchmark's namespace that the "
+        "kubelet pulls the runner image with (added to the chart's). The operator never reads "
+        "them: a name only.",
+    )
+    pod_labels: dict[Str, LabelValue] | None = Field(
+        default=None, max_length=32,
+        description="Labels on the runner pod, merged over the chart's (keys under llmbench.io/ "
+        "and app.kubernetes.io/managed-by and name are the operator's and refused).",
+    )
+    pod_annotations: dict[Str, Annotated[str, Strict(), Field(max_length=4096)]] | None = Field(
+        default=None, max_length=32,
+        description="Annotations on the runner pod, merged over the chart's defaults, which "
+        "turn service-mesh sidecar injection off (sidecar.istio.io/inject: \"false\", "
+        "linkerd.io/inject: disabled); set them here to turn it back on.",
+    )
+    priority_class_name: Annotated[
+        str, Strict(), Field(min_length=1, max_length=253, pattern=_DNS_SUBDOMAIN)
+    ] | None = Field(
+        default=None,
+        description="The runner pod's PriorityClass (default: the chart's, else none).",
+    )
+    node_selector: dict[Str, LabelValue] | None = Field(
+        default=None, max_length=32,
+        description="Node labels the runner pod must land on, merged over the chart's. It "
+        "narrows the placement (spec.placement's pod affinity still applies): a selector the "
+        "target's node lacks leaves the runner unschedulable, which the run reports.",
+    )
+
+
+class Runner(RunnerPod):
     """The runner Job the operator creates for each run."""
 
-    RULES = (_request_within_limit("cpu"), _request_within_limit("memory"))
+    RULES: ClassVar[tuple[Rule, ...]] = (
+        *RunnerPod.RULES, _request_within_limit("cpu"), _request_within_limit("memory")
+    )
 
     image: Annotated[str, Strict(), Field(min_length=1, max_length=512)] | None = Field(
         default=None, description="Runner image; default: the operator's --runner-image."

@@ -43,6 +43,7 @@ from llmbench.api.job import (
     DIGEST_KEY,
     ENV_NODE_NAME,
     ENV_SHARD_INDEX,
+    PROGRESS_KEY,
     SPEC_KEY,
     SUMMARY_KEY,
     BaselineContext,
@@ -51,14 +52,17 @@ from llmbench.api.job import (
     point_name_of,
 )
 from llmbench.api.results import Gauge, GpuSeries, PointResult, ServerSeries, SweepAnalysis
-from llmbench.api.status import RunDigest, dump
+from llmbench.api.status import CurrentPoint, RunDigest, dump
 from llmbench.runner.artifacts.layout import GENAI_PERF_JSON
 from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.client.eventloop import run as run_loop
 from llmbench.runner.job.digest import build_digest, termination_message
+from llmbench.runner.job.heartbeat import Heartbeat, current_point, figures_line, wall_now
 from llmbench.runner.job.scrub import Scrubber
 from llmbench.runner.job.shards import Coordinator
 from llmbench.runner.job.store import ResultsStore, StoreError
+from llmbench.runner.load.config import expected_total
+from llmbench.runner.load.result import Progress
 from llmbench.runner.point.config import ProfileConfig, point_config
 from llmbench.runner.point.preflight import ProfileError, preflight
 from llmbench.runner.point.profile import ProfileResult, install_stop_signals, run_profile
@@ -243,6 +247,10 @@ class _Job:
         #: > 1, its side of the several-pod protocol; only shard 0 writes results
         self.shard = 0
         self.coord: Coordinator | None = None
+        #: points of the sweep ended (resumed ones included), and how long each one this pod
+        #: measured took (s): the heartbeat's point number and sweep ETA
+        self.points_ended = 0
+        self.point_seconds: list[float] = []
 
     @property
     def follower(self) -> bool:
@@ -292,6 +300,7 @@ class _Job:
             self.artifact_dir = self.persist_dir
             log.info("artefacts: %s", self.persist_dir)
         self.restore(data)
+        self.points_ended = len(self.stored)
         return spec, ctx
 
     def restore(self, data: dict[str, str]) -> None:
@@ -325,13 +334,52 @@ class _Job:
             log.info("restored %d finished point(s) from %s: %s", len(restored), self.store,
                      ", ".join(sorted(restored)))
 
+    # -- the point under way -----------------------------------------------------------------
+
+    async def watched(
+        self, spec: Spec, cfg: ProfileConfig, stop: asyncio.Event
+    ) -> ProfileResult:
+        """Measures one point with its heartbeat (:mod:`.heartbeat`): the load engine's live
+        counters, a record in the store and a log line every ~10 s, until the point ends.
+        (Several runner pods: shard 0 merges the point's counts only at its end, so a point
+        they drive together has no heartbeat.)"""
+        counters = Progress()
+        number = self.points_ended + 1
+        values = spec.points()
+        value = values[min(len(values) - 1, (number - 1) // max(1, spec.repetitions))]
+        name = cfg.artifact_dir.name if cfg.artifact_dir is not None else f"point {number}"
+        started, t0 = wall_now(), time.monotonic()
+        mean = (sum(self.point_seconds) / len(self.point_seconds)) if self.point_seconds else None
+
+        def record() -> CurrentPoint:
+            return current_point(
+                name=name, value=float(value if value is not None else 0), number=number,
+                total=self.total, done=counters.done, errors=counters.errors,
+                requests_target=expected_total(cfg.load),
+                seconds_target=cfg.load.measurement_duration_s, started=started,
+                now=wall_now(), mean_point_s=mean,
+            )
+
+        beat = Heartbeat(None if self.follower else self.store, counters, record, self.total,
+                         self._scrub)
+        beat.start()
+        try:
+            return await run_profile(cfg, stop=stop, progress=counters)
+        finally:
+            await beat.close()
+            self.point_seconds.append(time.monotonic() - t0)
+
     # -- writing back --------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
         return self.scrubber.text(text)
 
-    def updates(self, result: SweepResult, digest: RunDigest, csv_text: str) -> dict[str, str]:
-        """Every key this write sets: points the store lacks, checkpoint, digest, CSV."""
+    def updates(
+        self, result: SweepResult, digest: RunDigest, csv_text: str
+    ) -> dict[str, str | None]:
+        """Every key this write sets: points the store lacks, checkpoint, digest, CSV; and
+        the ended point's progress record removed in the same patch (the operator never sees
+        the new digest beside the old record)."""
         out: dict[str, str] = {}
         budget = POINTS_BUDGET // max(1, self.total)
         for r in result.runs:
@@ -340,7 +388,7 @@ class _Job:
         out[CHECKPOINT_KEY] = checkpoint_text(result)
         out[DIGEST_KEY] = json.dumps(dump(digest), indent=1)
         out[SUMMARY_KEY] = csv_text
-        return {k: self._scrub(v) for k, v in out.items()}
+        return {**{k: self._scrub(v) for k, v in out.items()}, PROGRESS_KEY: None}
 
     @staticmethod
     def exports(result: SweepResult, data: SweepAnalysis) -> str:
@@ -391,14 +439,15 @@ class _Job:
         }
         return digest
 
-    def would_hold(self, updates: Mapping[str, str]) -> int:
+    def would_hold(self, updates: Mapping[str, str | None]) -> int:
         """Bytes of the ConfigMap's data with ``updates`` merged in (keys and values, as the
-        API server counts them); the updates alone when the store cannot be read."""
+        API server counts them; a key set to None removed); the updates alone when the store
+        cannot be read."""
         try:
-            data = {**self.store.read(), **updates}
+            data: dict[str, str | None] = {**self.store.read(), **updates}
         except StoreError:
             data = dict(updates)
-        return sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+        return sum(len(k.encode()) + len(v.encode()) for k, v in data.items() if v is not None)
 
     def report(self, result: SweepResult, data: SweepAnalysis) -> None:
         """The HTML report and plots beside the persisted results, as ``llmbench analyze``
@@ -487,6 +536,9 @@ class _Job:
         def on_point(result: SweepResult) -> None:
             last = result.runs[-1]
             log.info("%s: %s%s", last.name, last.status, f" ({last.reason})" if last.reason else "")
+            if last.summary is not None:
+                log.info("%s", figures_line(last.name, last.summary, wall_now()))
+            self.points_ended = len(result.runs)
             self.publish(result, analysis(result))
             if coord is not None:
                 coord.cleanup(last.name)
@@ -495,7 +547,7 @@ class _Job:
             if coord is not None:
                 pr = await coord.run_point(cfg, point_stop)
             else:
-                pr = await run_profile(cfg, stop=point_stop)
+                pr = await self.watched(spec, cfg, point_stop)
             if pr.artifact_dir is not None and not self.follower:  # a follower has no scrapes
                 await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
             if pr.artifact_dir is not None:

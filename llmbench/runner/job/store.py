@@ -66,8 +66,9 @@ class ResultsStore(Protocol):
         """Every key and its value (empty when there is no data yet)."""
         ...
 
-    def write(self, updates: dict[str, str]) -> None:
-        """Sets the given keys in one operation; other keys keep their values."""
+    def write(self, updates: Mapping[str, str | None]) -> None:
+        """Sets the given keys in one operation (a key given None is removed); other keys
+        keep their values."""
         ...
 
     def delete(self, keys: Iterable[str]) -> None:
@@ -111,12 +112,15 @@ class DirStore:
                     raise StoreError(f"{self}: cannot read {path.name}: {exc}") from None
         return out
 
-    def write(self, updates: dict[str, str]) -> None:
-        """Writes each key to its file."""
+    def write(self, updates: Mapping[str, str | None]) -> None:
+        """Writes each key to its file (None: removes it)."""
         _check_keys(updates, str(self))
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             for key, value in updates.items():
+                if value is None:
+                    (self.directory / key).unlink(missing_ok=True)
+                    continue
                 tmp = self.directory / f"{key}.{os.getpid()}.tmp"
                 tmp.write_text(value, encoding="utf-8", newline="")
                 os.replace(tmp, self.directory / key)
@@ -200,8 +204,9 @@ class ConfigMapStore:
             raise StoreError(f"{self}: GET answered a ConfigMap whose data is not a mapping")
         return {str(k): str(v) for k, v in data.items()}
 
-    def write(self, updates: dict[str, str]) -> None:
-        """One merge patch of ``data``: the given keys set, every other key kept."""
+    def write(self, updates: Mapping[str, str | None]) -> None:
+        """One merge patch of ``data``: the given keys set (None: removed, RFC 7386), every
+        other key kept."""
         _check_keys(updates, str(self))
         if updates:
             self._call("PATCH", {"data": dict(updates)})

@@ -31,6 +31,7 @@ from llmbench.api.job import (
     CONTEXT_KEY,
     DIGEST_KEY,
     ENV_API_KEY,
+    PROGRESS_KEY,
     SPEC_KEY,
     SUMMARY_KEY,
     TERMINATION_LIMIT,
@@ -149,7 +150,9 @@ def test_each_point_is_one_write_with_digest_checkpoint_and_csv(
     assert rc == 0
     assert len(store.writes) == 4  # one per point, then the final one
     for i, write in enumerate(store.writes[:3]):
-        assert set(write) == {point_key(NAMES[i]), CHECKPOINT_KEY, DIGEST_KEY, SUMMARY_KEY}
+        assert set(write) == {point_key(NAMES[i]), CHECKPOINT_KEY, DIGEST_KEY, SUMMARY_KEY,
+                              PROGRESS_KEY}
+        assert write[PROGRESS_KEY] is None  # the ended point's live record goes with it
         d = RunDigest.model_validate_json(write[DIGEST_KEY])
         assert (d.run, d.done, d.total, d.finished) == (2, i + 1, 3, False)
         assert [p.name for p in d.points] == NAMES[: i + 1]
