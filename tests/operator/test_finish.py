@@ -197,3 +197,19 @@ def test_the_termination_message_fills_in_what_the_configmap_missed() -> None:
     assert final_digest(digest(), refused) == digest()
     assert final_digest(None, later) == later and final_digest(stale, None) == stale
     assert termination_digest([]) is None
+
+
+def test_history_mode_keeps_the_judged_figures_in_the_history_entry() -> None:
+    figures = {"sweep/peak_ott": 412.3456, "4/ttft_p99": 0.012345}
+    spec = {"baseline": {"mode": "history"}}
+    context = RunContext(benchmark="nightly", namespace="llm", run=3, url="http://t:8000",
+                         no_baseline="insufficient history: 2 valid run(s) ...",
+                         no_baseline_reason="InsufficientHistory")
+    final = final_status("nightly", 3, status(), spec, "Succeeded", JOB_DONE,
+                         digest(figures=figures), None, context, AT)
+    entry = final.patch.fields["history"][-1]
+    assert entry["figures"] == {"sweep/peak_ott": 412.35, "4/ttft_p99": 0.0123}  # as status rounds
+    assert kinds(final.patch.conditions)["Regressed"] == ("Unknown", "InsufficientHistory")
+    fixed = final_status("nightly", 3, status(), {}, "Succeeded", JOB_DONE,
+                         digest(figures=figures), None, None, AT)
+    assert "figures" not in fixed.patch.fields["history"][-1]  # fixed mode's status as before
