@@ -295,6 +295,12 @@ class BenchmarkStatus(StatusModel):
         description="Digest of the measured settings of the current run (the spec without "
         "its scheduling fields): a spec change that leaves it equal starts no run.",
     )
+    target_digest: str | None = Field(
+        default=None,
+        description="spec.trigger.onTargetChange: digest of the target pods' image IDs and "
+        "arguments as the last run (or the first look) found them; a different one starts a "
+        "run.",
+    )
     regression: RegressionVerdict | None = Field(
         default=None, description="The last finished run against its baseline."
     )

@@ -45,6 +45,7 @@ from llmbench.operator.target import (
     ready_condition,
     resolve_target,
 )
+from llmbench.operator.trigger import stack_digest
 from llmbench.operator.write import post_event, write_status
 
 __all__ = [
@@ -161,6 +162,8 @@ def running_patch(
         "stack": dump(stack),
         "message": f"run {run}: runner Job {job}",
     }
+    if stack_digest(stack) is not None:  # what spec.trigger.onTargetChange compares with
+        fields["targetDigest"] = stack_digest(stack)
     if status.phase in (None, "Pending", "Queued"):
         fields["phase"] = "Running"
         fields["startedTime"] = rfc3339(at)

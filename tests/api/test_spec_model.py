@@ -497,6 +497,9 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
     "spec.baseline-one-source": (
         {"baseline": {"run": 2, "values": {"peakOtt": 100}}}, "spec.baseline"
     ),
+    "spec.trigger-needs-pods": (
+        {"trigger": {"onTargetChange": True}}, "spec.trigger.onTargetChange"
+    ),
     "spec.baseline-history-alone": (
         {"baseline": {"mode": "history", "run": 2}}, "spec.baseline.mode"
     ),

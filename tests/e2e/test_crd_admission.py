@@ -178,6 +178,7 @@ INVALID = [
     rule_case("spec.schedule-syntax", {"target": URL, "schedule": "a b c d e"}),
     rule_case("spec.baseline-one-source",
               {"target": URL, "baseline": {"run": 2, "values": {"peakOtt": 100}}}),
+    rule_case("spec.trigger-needs-pods", {"target": URL, "trigger": {"onTargetChange": True}}),
     rule_case("spec.baseline-history-alone",
               {"target": URL, "baseline": {"mode": "history", "values": {"peakOtt": 100}}}),
     rule_case("spec.baseline-history-min-runs",

@@ -82,6 +82,7 @@ from .target import (
     ServiceRef,
     Target,
 )
+from .trigger import Trigger
 from .types import URL_PATTERN
 from .workload import OutputTokens, TokenDistribution, Workload
 
@@ -133,6 +134,7 @@ __all__ = [
     "Sweep",
     "Target",
     "Telemetry",
+    "Trigger",
     "TokenDistribution",
     "Tolerances",
     "Workload",
