@@ -131,16 +131,6 @@ def regressed_gauge(k8s: Any, op: Release, namespace: str) -> float | None:
     return None
 
 
-def test_the_shipped_gate_example_is_a_valid_trigger_benchmark() -> None:
-    from llmbench.api import Spec
-
-    (doc,) = example("benchmark.yaml")
-    spec = Spec.from_manifest(doc)
-    assert spec.trigger.on_target_change and spec.baseline.mode == "history"
-    kinds = [d["kind"] for d in example("deployment.yaml")]
-    assert kinds == ["Deployment", "Service"]
-
-
 def test_a_rollout_of_the_target_starts_exactly_one_run_and_the_gate_reads_its_verdict(
     k8s: Any, namespace: str, operator: Release, tmp_path: Path
 ) -> None:

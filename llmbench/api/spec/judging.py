@@ -208,6 +208,11 @@ class BaselineValues(ApiModel):
 BaselineMode = Literal["fixed", "history"]
 
 
+#: spec.baseline.history's defaults (the CEL rule reads them too: absent fields are defaulted
+#: only after the rules ran).
+_RUNS, _MIN_RUNS = 10, 3
+
+
 class HistoryBand(ApiModel):
     """``mode: history``: the statistic a run is judged by. Per figure, the band is
     median ± k x 1.4826 x MAD of that figure over the last ``runs`` valid runs (MAD scaled
@@ -222,19 +227,20 @@ class HistoryBand(ApiModel):
             name="spec.baseline-history-min-runs",
             message="baseline.history.minRuns must not exceed baseline.history.runs (the runs "
             "the band is made of)",
-            cel=f"{cel_value('self.minRuns', '3')} <= {cel_value('self.runs', '10')}",
+            cel=f"(has(self.minRuns) ? self.minRuns : {_MIN_RUNS}) <= "
+            f"(has(self.runs) ? self.runs : {_RUNS})",
             check=lambda h: h.min_runs <= h.runs,
             field_path=".minRuns",
         ),
     )
 
     runs: PositiveInt = Field(
-        default=10, ge=3, le=100,
+        default=_RUNS, ge=3, le=100,
         description="N: the last N valid runs of the same settings make the band (within "
         "historyLimit, and what status.history holds).",
     )
     min_runs: PositiveInt = Field(
-        default=3, ge=3, le=100,
+        default=_MIN_RUNS, ge=3, le=100,
         description="Valid runs needed before any verdict; fewer: Regressed=Unknown "
         "(InsufficientHistory), no flip.",
     )
