@@ -15,10 +15,11 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def example_benchmarks() -> list[tuple[str, dict[str, Any]]]:
-    """Every ``LLMBenchmark`` document in ``examples/``, with its file name."""
+    """Every ``LLMBenchmark`` document in ``examples/`` and its folders (``rollout-gate/``),
+    with its file name relative to ``examples/``."""
     out = []
-    for f in sorted(EXAMPLES.glob("*.yaml")):
+    for f in sorted(EXAMPLES.glob("*.yaml")) + sorted(EXAMPLES.glob("*/*.yaml")):
         for doc in yaml.safe_load_all(f.read_text()):
             if isinstance(doc, dict) and doc.get("kind") == KIND:
-                out.append((f.name, doc))
+                out.append((str(f.relative_to(EXAMPLES)), doc))
     return out

@@ -58,6 +58,7 @@ __all__ = [
     "SUMMARY_KEY",
     "TERMINATION_LIMIT",
     "BaselineContext",
+    "HistoryFigures",
     "RunContext",
     "point_key",
     "point_name_of",
@@ -143,6 +144,13 @@ def point_name_of(key: str) -> str | None:
     return None
 
 
+class HistoryFigures(StatusModel):
+    """One earlier run's judged figures (``status.history[].figures``)."""
+
+    run: int
+    figures: dict[str, float] = Field(default_factory=dict)
+
+
 class BaselineContext(StatusModel):
     """The figures a run is judged against, resolved by the operator (from the baseline run's
     ConfigMap or from ``spec.baseline.values``); the runner compares and reports the verdict."""
@@ -155,6 +163,14 @@ class BaselineContext(StatusModel):
     )
     points: list[PointStatus] = Field(default_factory=list)
     stack: StackStatus | None = Field(default=None, description="The baseline run's stack.")
+    history: list[HistoryFigures] = Field(
+        default_factory=list,
+        description="baseline.mode history: the last valid runs' figures, oldest first (the "
+        "noise band is made of them; points and maxOttUnderSlo are then unused).",
+    )
+    band_k: float | None = Field(
+        default=None, description="baseline.mode history: the band's half-width in scaled MADs."
+    )
 
 
 class RunContext(StatusModel):
@@ -178,6 +194,11 @@ class RunContext(StatusModel):
         default=None, description="What to judge the run against (none: no verdict)."
     )
     no_baseline: str | None = Field(default=None, description="Why there is no baseline.")
+    no_baseline_reason: str | None = Field(
+        default=None,
+        description="The Regressed condition's reason when there is no baseline "
+        "(InsufficientHistory; absent: NoBaseline).",
+    )
     artifacts: str | None = Field(
         default=None, description="Where the run's folder is kept (spec.artifacts.pvc).",
     )

@@ -192,6 +192,12 @@ class VerdictRow(StatusModel):
     change_pct: float | None = Field(default=None, description="(value - baseline) / baseline.")
     tolerance_pct: float | None = Field(default=None, description="Allowed bad-way change.")
     verdict: str = Field(description="'regression' or 'missing' (the run lacks the figure).")
+    lower: float | None = Field(
+        default=None, description="baseline.mode history: the noise band's lower bound."
+    )
+    upper: float | None = Field(
+        default=None, description="baseline.mode history: the noise band's upper bound."
+    )
 
 
 class RegressionVerdict(StatusModel):
@@ -202,9 +208,16 @@ class RegressionVerdict(StatusModel):
     regressed: bool = Field(default=False, description="A figure broke its tolerance.")
     compared: int = Field(default=0, description="Figures that had a tolerance and both values.")
     rows: list[VerdictRow] = Field(
-        default_factory=list, description="The figures that regressed (at most 20)."
+        default_factory=list,
+        description="The figures that regressed (at most 20); mode history: every judged "
+        "figure with its band, the regressed ones first.",
     )
     message: str = Field(default="", description="The verdict in words.")
+    history_runs: list[int] = Field(
+        default_factory=list,
+        description="baseline.mode history: the runs whose noise band the run was judged by "
+        "(baseline is the median).",
+    )
 
 
 class RunDigest(StatusModel):
@@ -229,6 +242,11 @@ class RunDigest(StatusModel):
     )
     regression: RegressionVerdict | None = Field(
         default=None, description="Against the baseline the operator passed (none: no baseline)."
+    )
+    figures: dict[str, float] | None = Field(
+        default=None,
+        description="The judged figures of a finished run by 'scope/metric' (sweep/peak_ott, "
+        "16/ttft_p99): what a later run's noise band (baseline.mode history) is made of.",
     )
 
 
@@ -291,6 +309,11 @@ class HistoryEntry(StatusModel):
         default=None, description="The measured settings' digest: runs with equal ones compare."
     )
     config_map: str | None = Field(default=None, description="The run's results ConfigMap.")
+    figures: dict[str, float] | None = Field(
+        default=None,
+        description="baseline.mode history: the run's judged figures by 'scope/metric', "
+        "which later runs' noise bands are made of.",
+    )
     artifacts: str | None = Field(
         default=None, description="The run's folder on spec.artifacts.pvc: pvc/<claim>/<path>.",
     )
@@ -377,6 +400,12 @@ class BenchmarkStatus(StatusModel):
         default=None,
         description="Digest of the measured settings of the current run (the spec without "
         "its scheduling fields): a spec change that leaves it equal starts no run.",
+    )
+    target_digest: str | None = Field(
+        default=None,
+        description="spec.trigger.onTargetChange: digest of the target pods' image IDs and "
+        "arguments as the last run (or the first look) found them; a different one starts a "
+        "run.",
     )
     regression: RegressionVerdict | None = Field(
         default=None, description="The last finished run against its baseline."

@@ -15,6 +15,16 @@ Choosing (``spec.baseline``):
   slowdown stays flagged on the following nights until it is fixed, or accepted by naming a
   run as the baseline.
 
+``mode: history`` (:func:`choose_history`): the last ``history.runs`` entries of
+``status.history`` that succeeded, were valid, did not regress, measured the same settings and
+carry their judged figures; fewer than ``history.minRuns`` of them: no verdict
+(``Regressed=Unknown``, ``InsufficientHistory``), so a young benchmark never flips. The runner
+judges the run against their noise bands (:mod:`llmbench.runner.sweep.noise`). How many runs
+the history can hold: ``spec.historyLimit`` (default 30, the default N is 10) and the status
+bound (:data:`~llmbench.operator.status.MAX_STATUS_BYTES`, 64 KiB, whose oldest entries go
+first): an entry with the default tolerances' figures of a 7-point sweep is about 0.7 KiB, so
+some 60 such entries fit beside a run's own status.
+
 An invalid measurement is never a baseline and never a regression (``Regressed=Unknown``).
 Everything here is pure; the handlers do the reads.
 """
@@ -28,33 +38,74 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llmbench.api.job import DIGEST_KEY, STACK_KEY, BaselineContext
-from llmbench.api.spec import Baseline, BaselineValues
+from llmbench.api.job import DIGEST_KEY, STACK_KEY, BaselineContext, HistoryFigures
+from llmbench.api.spec import Baseline, BaselineValues, HistoryBand
 from llmbench.api.status import Condition, PointStatus, RunDigest, StackStatus
 
 from .status import condition
 
 __all__ = [
+    "INSUFFICIENT_HISTORY",
     "VALUES_LABEL",
     "Choice",
     "choose",
+    "choose_history",
     "from_configmap",
     "from_values",
     "regressed_condition",
     "stack_changes",
+    "stack_of",
 ]
 
 VALUES_LABEL = "spec.baseline.values"
+#: The ``Regressed`` reason of a run judged by a history too short for a verdict.
+INSUFFICIENT_HISTORY = "InsufficientHistory"
 
 
 @dataclass(frozen=True)
 class Choice:
     """A baseline run to read (``run``), figures already known (``context``), or why there
-    is none (``reason``)."""
+    is none (``reason``, and the ``Regressed`` condition's reason for it: ``code``)."""
 
     run: int | None = None
     context: BaselineContext | None = None
     reason: str | None = None
+    code: str | None = None
+
+
+def _comparable(entry: Mapping[str, Any], run: int, spec_hash: str | None) -> bool:
+    """An earlier run that succeeded, was valid, did not regress and measured these settings."""
+    return (
+        entry.get("run", run) < run
+        and entry.get("phase") == "Succeeded"
+        and entry.get("valid") is True
+        and entry.get("regressed") is not True
+        and spec_hash is not None
+        and entry.get("specHash") == spec_hash
+    )
+
+
+def choose_history(
+    band: HistoryBand, history: Sequence[Mapping[str, Any]], spec_hash: str | None, run: int
+) -> Choice:
+    """``mode: history``: the last ``band.runs`` comparable runs with figures, or
+    :data:`INSUFFICIENT_HISTORY` when fewer than ``band.minRuns`` are there. A regressed run
+    stays out of the band, so a slowdown does not widen the band that flags it."""
+    found = [
+        HistoryFigures(run=int(h["run"]), figures=dict(h["figures"]))
+        for h in history
+        if _comparable(h, run, spec_hash) and h.get("figures")
+    ][-band.runs:]
+    if len(found) < band.min_runs:
+        return Choice(
+            reason=f"insufficient history: {len(found)} valid run(s) of these settings with "
+            f"figures, {band.min_runs} needed (spec.baseline.history.minRuns) before a "
+            "verdict",
+            code=INSUFFICIENT_HISTORY,
+        )
+    return Choice(context=BaselineContext(
+        label=f"history of {len(found)} runs", history=found, band_k=band.k,
+    ))
 
 
 def from_values(values: BaselineValues) -> BaselineContext:
@@ -74,6 +125,8 @@ def choose(
     baseline: Baseline, history: Sequence[Mapping[str, Any]], spec_hash: str | None, run: int
 ) -> Choice:
     """The baseline of run ``run`` from the spec and the history (oldest first)."""
+    if baseline.mode == "history":
+        return choose_history(baseline.history, history, spec_hash, run)
     if baseline.values is not None:
         return Choice(context=from_values(baseline.values))
     if baseline.run is not None:
@@ -89,16 +142,19 @@ def choose(
                                  "measurement; name a run that did")
         return Choice(run=baseline.run)
     for entry in reversed(history):
-        if (
-            entry.get("run", run) < run
-            and entry.get("phase") == "Succeeded"
-            and entry.get("valid") is True
-            and entry.get("regressed") is not True
-            and spec_hash is not None
-            and entry.get("specHash") == spec_hash
-        ):
+        if _comparable(entry, run, spec_hash):
             return Choice(run=int(entry["run"]))
     return Choice(reason="no earlier run succeeded with a valid measurement of these settings")
+
+
+def stack_of(data: Mapping[str, str]) -> StackStatus | None:
+    """The stack a run measured, from its results ConfigMap (None: not recorded, unreadable)."""
+    if not data.get(STACK_KEY):
+        return None
+    try:
+        return StackStatus.model_validate(json.loads(data[STACK_KEY]))
+    except (ValidationError, ValueError):
+        return None
 
 
 def from_configmap(run: int, data: Mapping[str, str]) -> BaselineContext | str:
@@ -112,12 +168,7 @@ def from_configmap(run: int, data: Mapping[str, str]) -> BaselineContext | str:
         return f"run {run}'s {DIGEST_KEY} is unreadable"
     if digest.valid is not True:
         return f"run {run}'s measurement was not valid"
-    stack = None
-    if data.get(STACK_KEY):
-        try:
-            stack = StackStatus.model_validate(json.loads(data[STACK_KEY]))
-        except (ValidationError, ValueError):
-            stack = None
+    stack = stack_of(data)
     best = digest.max_under_slo
     return BaselineContext(
         label=f"run {run}",
@@ -196,6 +247,7 @@ def regressed_condition(
     no_baseline: str | None,
     stack: StackStatus | None,
     generation: int | None,
+    no_baseline_reason: str | None = None,
 ) -> Condition:
     """``Regressed`` for a finished run: True/False from the runner's verdict, Unknown (with
     the reason) when the run cannot be judged."""
@@ -209,7 +261,7 @@ def regressed_condition(
             "not judged, and never used as a baseline", generation,
         )
     if baseline is None:
-        return condition("Regressed", None, "NoBaseline",
+        return condition("Regressed", None, no_baseline_reason or "NoBaseline",
                          f"run {run}: {no_baseline or 'no baseline'}", generation)
     verdict = digest.regression if digest is not None else None
     if verdict is None:
@@ -218,10 +270,13 @@ def regressed_condition(
             f"run {run}: the runner reported no verdict against {baseline.label} (a runner "
             "image older than the operator?)", generation,
         )
+    if baseline.history and not verdict.compared:
+        return condition("Regressed", None, INSUFFICIENT_HISTORY,
+                         f"run {run}: {verdict.message}", generation)
     changes = stack_changes(baseline.stack, stack)
     since = f"; since {baseline.label}: {'; '.join(changes)}" if changes else ""
     if verdict.regressed:
         return condition("Regressed", True, "Regressed", f"run {run}: {verdict.message}{since}",
                          generation)
-    return condition("Regressed", False, "WithinTolerance",
+    return condition("Regressed", False, "WithinBand" if baseline.history else "WithinTolerance",
                      f"run {run}: {verdict.message}{since}", generation)

@@ -45,6 +45,7 @@ from llmbench.operator.target import (
     ready_condition,
     resolve_target,
 )
+from llmbench.operator.trigger import stack_digest
 from llmbench.operator.write import post_event, write_status
 
 __all__ = [
@@ -142,6 +143,7 @@ def queued_patch(
 def run_context(
     body: Mapping[str, Any], run: int, spec: Spec, resolved: Resolved, dcgm_urls: list[str],
     baseline: BaselineContext | None, no_baseline: str | None,
+    no_baseline_reason: str | None = None,
 ) -> RunContext:
     """What the runner is told about the run (``context.json`` of its ConfigMap)."""
     meta = body["metadata"]
@@ -158,6 +160,7 @@ def run_context(
         target_namespace=resolved.namespace,
         baseline=baseline,
         no_baseline=no_baseline,
+        no_baseline_reason=no_baseline_reason,
         artifacts=artifacts_location(spec, meta["name"], run),
     )
 
@@ -176,6 +179,8 @@ def running_patch(
         "stack": dump(stack),
         "message": f"run {run}: runner Job {job}",
     }
+    if stack_digest(stack) is not None:  # what spec.trigger.onTargetChange compares with
+        fields["targetDigest"] = stack_digest(stack)
     if status.phase in (None, "Pending", "Queued"):
         fields["phase"] = "Running"
         fields["startedTime"] = rfc3339(at)
@@ -228,8 +233,8 @@ async def ensure_run(
     urls, telemetry = await discover_exporters(
         op.kube, spec, resolved, op.config.namespaces, op.config.exporter_namespaces
     )
-    judged_by, no_baseline = await resolve_baseline(op, body, spec, run)
-    context = run_context(body, run, spec, resolved, urls, judged_by, no_baseline)
+    judged_by, no_baseline, code = await resolve_baseline(op, body, spec, run)
+    context = run_context(body, run, spec, resolved, urls, judged_by, no_baseline, code)
     stack = stack_snapshot(resolved.pods, resolved.nodes, urls)
     created = []
     try:
@@ -264,16 +269,25 @@ async def refuse(
 
 async def resolve_baseline(
     op: Operator, body: Mapping[str, Any], spec: Spec, run: int
-) -> tuple[BaselineContext | None, str | None]:
-    """The figures run ``run`` is judged against (``spec.baseline``), or why there are none."""
+) -> tuple[BaselineContext | None, str | None, str | None]:
+    """The figures run ``run`` is judged against (``spec.baseline``), or why there are none
+    and the ``Regressed`` reason for it. A history's newest run lends its stack, so the
+    verdict names what changed since."""
     meta = body["metadata"]
     history = [dump(h) for h in status_of(body).history]
     choice = baselines.choose(spec.baseline, history, measured_hash(body.get("spec") or {}), run)
-    if choice.run is None:
-        return choice.context, choice.reason
+    newest = choice.context.history[-1].run if choice.context and choice.context.history else None
+    read = choice.run if choice.run is not None else newest
+    if read is None:
+        return choice.context, choice.reason, choice.code
     try:
-        cm = await op.kube.get_configmap(meta["namespace"], run_name(meta["name"], choice.run))
+        cm = await op.kube.get_configmap(meta["namespace"], run_name(meta["name"], read))
     except NotFound:
-        return None, f"run {choice.run}'s results ConfigMap is gone"
-    found = baselines.from_configmap(choice.run, cm.get("data") or {})
-    return (None, found) if isinstance(found, str) else (found, None)
+        if choice.context is not None:
+            return choice.context, None, None
+        return None, f"run {choice.run}'s results ConfigMap is gone", None
+    if choice.context is not None:
+        stack = baselines.stack_of(cm.get("data") or {})
+        return choice.context.model_copy(update={"stack": stack}), None, None
+    found = baselines.from_configmap(read, cm.get("data") or {})
+    return (None, found, None) if isinstance(found, str) else (found, None, None)

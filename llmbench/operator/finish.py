@@ -57,6 +57,7 @@ __all__ = [
     "final_status",
     "finish_run",
     "job_event",
+    "keeps_figures",
     "run_outcome",
     "unfinished",
 ]
@@ -183,6 +184,7 @@ def final_status(
         baseline=context.baseline if context is not None else None,
         no_baseline=context.no_baseline if context is not None else None,
         stack=status.stack, generation=gen,
+        no_baseline_reason=context.no_baseline_reason if context is not None else None,
     )
     judged = regressed.status != "Unknown"
     fields["regression"] = (
@@ -196,10 +198,18 @@ def final_status(
         regressed=regressed.status == "True" if judged else None,
         spec_hash=status.spec_hash,
         artifacts=context.artifacts if context is not None else None,
+        figures=digest.figures if digest is not None and keeps_figures(spec) else None,
     )
     history = [dump(h) for h in status.history]
     fields["history"], dropped = with_history(history, entry, history_limit(spec))
     return Final(Patch(fields, [*outcome.conditions, regressed]), outcome, regressed, dropped)
+
+
+def keeps_figures(spec: Mapping[str, Any]) -> bool:
+    """Whether history entries keep the run's judged figures: only ``spec.baseline.mode:
+    history`` reads them, and a fixed-mode status stays as small as it was (read raw: a run
+    ends under the spec as it is now)."""
+    return ((spec.get("baseline") or {}).get("mode")) == "history"
 
 
 def unfinished(status: BenchmarkStatus, run: int) -> bool:

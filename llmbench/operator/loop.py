@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from llmbench.operator.reconcile import retry, schedule_tick
-from llmbench.operator.resync import check_run
+from llmbench.operator.resync import check_run, check_target
 from llmbench.operator.state import Operator
 
 __all__ = ["FIRST_RESYNC", "TICK", "due_work", "run", "step"]
@@ -35,7 +35,8 @@ log = logging.getLogger("llmbench.operator")
 def due_work(seen: Mapping[str, Any], resync: bool) -> tuple[str, ...]:
     """What the loop does for one benchmark (its :func:`~.state.seen` copy): ``tick`` (it is
     scheduled and not suspended), ``retry`` (it waits: ``Pending`` or ``Queued``), and, on a
-    resync, ``check`` (it is ``Running``)."""
+    resync, ``check`` (it is ``Running``) and ``target`` (``spec.trigger.onTargetChange``,
+    not suspended: has the target changed since the last run?)."""
     spec = seen.get("spec") or {}
     phase = (seen.get("status") or {}).get("phase")
     out: list[str] = []
@@ -45,6 +46,8 @@ def due_work(seen: Mapping[str, Any], resync: bool) -> tuple[str, ...]:
         out.append("retry")
     if resync and phase == "Running":
         out.append("check")
+    if resync and (spec.get("trigger") or {}).get("onTargetChange") and not spec.get("suspend"):
+        out.append("target")
     return tuple(out)
 
 
@@ -58,6 +61,8 @@ async def step(op: Operator, resync: bool) -> None:
                 calls.append(((namespace, name), schedule_tick(op, namespace, name, seen)))
             elif work == "retry":
                 calls.append(((namespace, name), retry(op, namespace, name)))
+            elif work == "target":
+                calls.append(((namespace, name), check_target(op, namespace, name)))
             else:
                 calls.append(((namespace, name), check_run(op, namespace, name)))
     results = await asyncio.gather(*(c for _, c in calls), return_exceptions=True)

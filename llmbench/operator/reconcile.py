@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -43,6 +44,7 @@ from llmbench.operator.status import (
 from llmbench.operator.write import post_event, write_status
 
 __all__ = [
+    "Cause",
     "TickAction",
     "missed_tick_patch",
     "only_schedule_changed",
@@ -52,6 +54,8 @@ __all__ = [
     "retry",
     "schedule_tick",
     "start_patch",
+    "target_cause",
+    "tick_cause",
     "tick_decision",
     "tick_handled",
 ]
@@ -70,6 +74,48 @@ def tick_decision(action: str, policy: str | None) -> TickAction:
     if action not in ("ensure", "wait"):
         return "start"
     return "replace" if policy == "Replace" else "skip"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a run of an unchanged spec is due (a schedule tick, the target changing), and how
+    each way it can go reads: the same ``concurrencyPolicy`` and Lease rules for both."""
+
+    #: The new run's message, e.g. ``scheduled run (tick 2026-12-01T02:00:00Z)``.
+    start: str
+    #: What replaces a run in progress (``concurrencyPolicy: Replace``).
+    replacing: str
+    #: Why it does not run now (``Forbid``), given the run in progress.
+    skipped: str
+    skip_event: str
+    #: Status fields written with the start (``lastScheduleTime``, ``targetDigest``).
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    #: Status fields written with a skip: a tick counts as handled; a target change does not
+    #: (it runs once the run in progress ends).
+    skip_fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+def tick_cause(spec: Mapping[str, Any], tick: datetime) -> Cause:
+    """A due schedule tick."""
+    sched = {"lastScheduleTime": rfc3339(tick), **next_run_fields(spec, tick)}
+    return Cause(
+        start=f"scheduled run (tick {rfc3339(tick)})",
+        replacing=f"the scheduled run of {rfc3339(tick)}",
+        skipped=f"schedule tick {rfc3339(tick)} skipped: run {{run}} is still in progress "
+        "(concurrencyPolicy Forbid)",
+        skip_event="TickSkipped", fields=sched, skip_fields=sched,
+    )
+
+
+def target_cause(digest: str, change: str) -> Cause:
+    """The target's stack changed (``spec.trigger.onTargetChange``): ``change`` in words."""
+    return Cause(
+        start=f"the target changed: {change}",
+        replacing=f"the run for the target change ({change})",
+        skipped=f"the target changed ({change}); run {{run}} is still in progress "
+        "(concurrencyPolicy Forbid): the change runs when it ends",
+        skip_event="TargetChangeWaits", fields={"targetDigest": digest},
+    )
 
 
 def only_schedule_changed(status: BenchmarkStatus, spec: Mapping[str, Any]) -> bool:
@@ -107,11 +153,12 @@ def start_patch(
 
 
 def replaced_patch(
-    name: str, status: BenchmarkStatus, spec: Mapping[str, Any], run: int, tick: datetime,
+    name: str, status: BenchmarkStatus, spec: Mapping[str, Any], run: int, by: str,
     at: datetime,
 ) -> tuple[Patch, str]:
-    """``concurrencyPolicy: Replace``: run ``run`` goes into the history as Failed, and why."""
-    why = f"replaced by the scheduled run of {rfc3339(tick)} (concurrencyPolicy Replace)"
+    """``concurrencyPolicy: Replace``: run ``run`` goes into the history as Failed, and why
+    (``by``: :attr:`Cause.replacing`)."""
+    why = f"replaced by {by} (concurrencyPolicy Replace)"
     entry = history_entry(
         run, "Failed", None, started=status.started_time, finished=rfc3339(at), valid=None,
         config_map=run_name(name, run), message=f"run {run}: {why}",
@@ -134,13 +181,17 @@ def missed_tick_patch(spec: Mapping[str, Any], latest: datetime) -> Patch:
                   **next_run_fields(spec, latest)})
 
 
-async def reconcile(op: Operator, namespace: str, name: str, tick: datetime | None = None) -> None:
+async def reconcile(
+    op: Operator, namespace: str, name: str, tick: datetime | None = None,
+    cause: Cause | None = None,
+) -> None:
     """Brings the benchmark's current run into existence (see :func:`decide`).
 
     A benchmark that must wait (target not ready, endpoint busy) is left ``Pending`` or
     ``Queued``; :func:`retry` tries it again with backoff. ``tick`` is a schedule tick that
-    is due (:func:`schedule_tick`): it starts a new run of an unchanged spec, or, with a run
-    in progress, is skipped (``concurrencyPolicy: Forbid``) or replaces it (``Replace``).
+    is due (:func:`schedule_tick`), ``cause`` another reason for a run (the target changed:
+    :func:`~.resync.check_target`): either starts a new run of an unchanged spec, or, with a
+    run in progress, is skipped (``concurrencyPolicy: Forbid``) or replaces it (``Replace``).
     """
     async with op.locked(namespace, name) as body:
         if body is None:
@@ -152,19 +203,19 @@ async def reconcile(op: Operator, namespace: str, name: str, tick: datetime | No
         generation = int(meta.get("generation") or 1)
         status = status_of(body)
         d = decide(meta, status)
-        sched: dict[str, Any] = {}
         if tick is not None:
-            sched = {"lastScheduleTime": rfc3339(tick), **next_run_fields(spec, tick)}
+            cause = tick_cause(spec, tick)
+        if cause is not None:
             what = tick_decision(d.action, spec.get("concurrencyPolicy"))
             if what == "skip":
-                msg = (f"schedule tick {rfc3339(tick)} skipped: run {d.run} is still in progress "
-                       "(concurrencyPolicy Forbid)")
-                await write_status(op, body, Patch({**sched, "message": msg}), at)
-                await post_event(op, body, "TickSkipped", msg)
+                msg = cause.skipped.format(run=d.run)
+                if cause.skip_fields or status.message != msg:
+                    await write_status(op, body, Patch({**cause.skip_fields, "message": msg}), at)
+                    await post_event(op, body, cause.skip_event, msg)
                 return
             if what == "replace":
-                await replace_run(op, body, d.run, tick, at)
-            d = Decision("start", (status.run or 0) + 1, f"scheduled run (tick {rfc3339(tick)})")
+                await replace_run(op, body, d.run, cause.replacing, at)
+            d = Decision("start", (status.run or 0) + 1, cause.start)
         elif d.action == "start" and only_schedule_changed(status, spec):
             patch = Patch({"observedGeneration": generation, **next_run_fields(spec, at)})
             await write_status(op, body, patch, at)
@@ -176,7 +227,8 @@ async def reconcile(op: Operator, namespace: str, name: str, tick: datetime | No
                 await write_status(op, body, Patch({"message": d.message}), at)
             return
         if d.action == "start":
-            patch = start_patch(name, d, generation, spec, sched or next_run_fields(spec, at))
+            fields = {**next_run_fields(spec, at), **(cause.fields if cause else {})}
+            patch = start_patch(name, d, generation, spec, fields)
             await write_status(op, body, patch, at)
             await post_event(
                 op, body, "RunStarting", f"run {d.run} starting ({d.message or 'new benchmark'})"
@@ -195,14 +247,14 @@ async def reconcile(op: Operator, namespace: str, name: str, tick: datetime | No
 
 
 async def replace_run(
-    op: Operator, body: Mapping[str, Any], run: int, tick: datetime, at: datetime
+    op: Operator, body: Mapping[str, Any], run: int, by: str, at: datetime
 ) -> None:
     """``concurrencyPolicy: Replace``: the run in progress ends as Failed (its Job deleted,
-    what it measured kept in its ConfigMap) so that the tick's run can start."""
+    what it measured kept in its ConfigMap) so that the new run (``by``) can start."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     await op.kube.delete("Job", namespace, run_name(name, run))
-    patch, why = replaced_patch(name, status_of(body), body.get("spec") or {}, run, tick, at)
+    patch, why = replaced_patch(name, status_of(body), body.get("spec") or {}, run, by, at)
     await write_status(op, body, patch, at)
     await post_event(op, body, "RunReplaced", f"run {run} {why}", warning=True)
     context = await read_context(op.kube, namespace, name, run)

@@ -20,17 +20,26 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from llmbench.api import Spec, SpecError
 from llmbench.api.job import run_name
+from llmbench.operator.baseline import stack_changes
 from llmbench.operator.build import LABEL_ACTIVE, owns
 from llmbench.operator.finish import finish_run, own_job, run_pods
 from llmbench.operator.kube import NotFound
 from llmbench.operator.lease import renew_lease
+from llmbench.operator.placement import stack_snapshot
+from llmbench.operator.reconcile import reconcile, target_cause
 from llmbench.operator.results import context_of
 from llmbench.operator.schedule import parse_time
 from llmbench.operator.state import Operator
-from llmbench.operator.status import image_pull_failure, job_outcome, status_of
+from llmbench.operator.status import Patch, image_pull_failure, job_outcome, status_of
+from llmbench.operator.target import TargetNotReady, resolve_target
+from llmbench.operator.trigger import target_decision, target_digest
+from llmbench.operator.write import write_status
 
-__all__ = ["CANNOT_START", "check_run", "end_dead_run", "pod_problem", "run_problem"]
+__all__ = [
+    "CANNOT_START", "check_run", "check_target", "end_dead_run", "pod_problem", "run_problem",
+]
 
 #: Container waiting reasons the kubelet retries for ever without the pod ever failing (the
 #: Job would wait until its deadline): a missing Secret or key, a bad command or mount.
@@ -139,3 +148,35 @@ async def end_dead_run(op: Operator, namespace: str, name: str, run: int, why: s
     Job, which would otherwise wait for a pod that never runs until its deadline."""
     await finish_run(op, namespace, name, run, {}, "Failed", reason=why)
     await op.kube.delete("Job", namespace, run_name(name, run))
+
+
+async def check_target(op: Operator, namespace: str, name: str) -> None:
+    """``spec.trigger.onTargetChange``: looks at the target pods and, when their image ID or
+    arguments differ from the last run's (:func:`~.trigger.target_decision`), starts a run
+    through :func:`~.reconcile.reconcile` with the change in words; the first look only
+    records the digest. A target that does not resolve now is looked at next resync."""
+    async with op.lock(namespace, name):
+        try:
+            body = await op.kube.get_benchmark(namespace, name)
+        except NotFound:
+            return
+        raw = body.get("spec") or {}
+        if not (raw.get("trigger") or {}).get("onTargetChange") or raw.get("suspend"):
+            return
+        try:
+            spec = Spec.from_manifest(body, namespace=namespace)
+            resolved = await resolve_target(op.kube, spec, namespace)
+        except (SpecError, TargetNotReady):  # Accepted=False / TargetReady=False say why
+            return
+        status = status_of(body)
+        observed = target_digest(resolved.pods)
+        action = target_decision(status.target_digest, observed)
+        if action == "none" or observed is None:
+            return
+        if action == "record":
+            await write_status(op, body, Patch({"targetDigest": observed}), op.clock.now())
+            return
+        now = stack_snapshot(resolved.pods, resolved.nodes)
+        change = "; ".join(stack_changes(status.stack, now)) or (
+            f"target digest {status.target_digest} -> {observed}")
+    await reconcile(op, namespace, name, cause=target_cause(observed, change))

@@ -36,7 +36,7 @@ __all__ = [
 #: comparable baselines).
 SCHEDULING_FIELDS = (
     "schedule", "timeZone", "suspend", "concurrencyPolicy", "startingDeadlineSeconds",
-    "historyLimit", "baseline", "artifacts",
+    "historyLimit", "baseline", "artifacts", "trigger",
 )
 #: Ticks looked at after an outage before giving up counting (a per-minute schedule down for
 #: a week is 10080 ticks); only the latest one can run anyway.

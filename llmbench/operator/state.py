@@ -156,7 +156,7 @@ class Operator:
 
 
 #: The spec fields a schedule tick is computed from (:func:`~.reconcile.schedule_tick`).
-_SCHEDULE_FIELDS = ("schedule", "timeZone", "startingDeadlineSeconds", "suspend")
+_SCHEDULE_FIELDS = ("schedule", "timeZone", "startingDeadlineSeconds", "suspend", "trigger")
 #: The status fields the loop decides from: waiting, running, the last tick.
 _STATUS_FIELDS = ("phase", "run", "lastScheduleTime")
 

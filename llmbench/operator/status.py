@@ -462,8 +462,10 @@ def history_entry(
     regressed: bool | None = None,
     spec_hash: str | None = None,
     artifacts: str | None = None,
+    figures: dict[str, float] | None = None,
 ) -> HistoryEntry:
-    """One finished run as ``status.history`` lists it (figures rounded as status is)."""
+    """One finished run as ``status.history`` lists it (figures rounded as status is;
+    ``figures``: the judged ones, kept for ``spec.baseline.mode: history``)."""
     knee = digest.knee if digest is not None else None
     best = digest.max_under_slo if digest is not None else None
     return HistoryEntry(
@@ -479,6 +481,7 @@ def history_entry(
         regressed=regressed,
         spec_hash=spec_hash,
         config_map=config_map,
+        figures=_rounded(figures) if figures else None,
         artifacts=artifacts,
         message=message[:256],
     )

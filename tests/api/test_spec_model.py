@@ -527,6 +527,16 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
     "spec.baseline-one-source": (
         {"baseline": {"run": 2, "values": {"peakOtt": 100}}}, "spec.baseline"
     ),
+    "spec.trigger-needs-pods": (
+        {"trigger": {"onTargetChange": True}}, "spec.trigger.onTargetChange"
+    ),
+    "spec.baseline-history-alone": (
+        {"baseline": {"mode": "history", "run": 2}}, "spec.baseline.mode"
+    ),
+    "spec.baseline-history-min-runs": (
+        {"baseline": {"mode": "history", "history": {"runs": 5, "minRuns": 6}}},
+        "spec.baseline.history.minRuns",
+    ),
     "spec.baseline-tolerance-drop": (
         {"baseline": {"tolerances": {"maxOttUnderSlo": "+5%"}}},
         "spec.baseline.tolerances.maxOttUnderSlo",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmbench.api.job import DIGEST_KEY, STACK_KEY, BaselineContext
+from llmbench.api.job import DIGEST_KEY, STACK_KEY, BaselineContext, HistoryFigures
 from llmbench.api.spec import Baseline
 from llmbench.api.status import (
     MaxUnderSloStatus,
@@ -18,6 +18,7 @@ from llmbench.api.status import (
     dump,
 )
 from llmbench.operator.baseline import (
+    INSUFFICIENT_HISTORY,
     VALUES_LABEL,
     choose,
     from_configmap,
@@ -152,3 +153,49 @@ def test_runs_that_cannot_be_judged_are_unknown_with_the_reason() -> None:
     assert regressed(baseline=None, no_baseline="no earlier run")[1:] == (
         "NoBaseline", "run 3: no earlier run")
     assert regressed(digest=RunDigest(run=3))[1] == "NoVerdict"
+
+
+# -- spec.baseline.mode: history ----------------------------------------------------------
+
+HISTORY = Baseline.model_validate({"mode": "history", "history": {"runs": 3}})
+
+
+def figured(run: int, **kw: Any) -> dict[str, Any]:
+    return entry(run, **kw) | {"figures": {"sweep/peak_ott": 100.0 + run}}
+
+
+def test_history_mode_takes_the_last_n_good_runs_with_figures() -> None:
+    history = [figured(1), figured(2, regressed=True), figured(3, valid=False),
+               figured(4, spec_hash="h2"), entry(5), figured(6), figured(7), figured(8),
+               figured(9)]
+    choice = choose(HISTORY, history, "h1", 10)
+    assert choice.context is not None and choice.reason is None
+    assert [h.run for h in choice.context.history] == [7, 8, 9]  # the last 3 that count
+    assert choice.context.history[0].figures == {"sweep/peak_ott": 107.0}
+    assert choice.context.band_k == 3.0
+
+
+def test_history_mode_gives_no_verdict_before_min_runs() -> None:
+    choice = choose(HISTORY, [figured(1), figured(2), entry(3)], "h1", 4)
+    assert choice.context is None and choice.code == INSUFFICIENT_HISTORY
+    assert choice.reason == ("insufficient history: 2 valid run(s) of these settings with "
+                             "figures, 3 needed (spec.baseline.history.minRuns) before a verdict")
+    status, reason, message = regressed(baseline=None, no_baseline=choice.reason,
+                                        no_baseline_reason=choice.code)
+    assert (status, reason) == ("Unknown", INSUFFICIENT_HISTORY)
+    assert message == f"run 3: {choice.reason}"
+
+
+def test_a_history_verdict_is_within_band_or_regressed_naming_the_stack_change() -> None:
+    base = BaselineContext(label="history of 3 runs", stack=BASE.stack,
+                           history=[HistoryFigures(run=r, figures={}) for r in (1, 2, 3)])
+    band = "1 figure(s) within the noise band of runs 1-3 (...); nearest its bad bound: ..."
+    digest = RunDigest(run=4, regression=RegressionVerdict(
+        baseline="history of runs 1-3", compared=1, message=band, history_runs=[1, 2, 3]))
+    status, reason, message = regressed(baseline=base, digest=digest)
+    assert (status, reason) == ("False", "WithinBand")
+    assert message == (f"run 3: {band}; since history of 3 runs: target args: --ttft 10ms -> "
+                       "80ms")
+    nothing = RunDigest(run=4, regression=RegressionVerdict(
+        baseline="history", compared=0, message="insufficient history: ..."))
+    assert regressed(baseline=base, digest=nothing)[:2] == ("Unknown", INSUFFICIENT_HISTORY)

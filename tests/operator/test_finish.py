@@ -210,3 +210,19 @@ def test_a_finished_run_with_an_invalid_measurement_ends_with_a_warning() -> Non
     assert "ValidityWarnings" in message and "12 requests not ours" in message
     failed = run_outcome(3, "Failed", JOB_FAILED, digest(), 5)
     assert end_event(failed)[0::2] == ("RunFailed", True)
+
+
+def test_history_mode_keeps_the_judged_figures_in_the_history_entry() -> None:
+    figures = {"sweep/peak_ott": 412.3456, "4/ttft_p99": 0.012345}
+    spec = {"baseline": {"mode": "history"}}
+    context = RunContext(benchmark="nightly", namespace="llm", run=3, url="http://t:8000",
+                         no_baseline="insufficient history: 2 valid run(s) ...",
+                         no_baseline_reason="InsufficientHistory")
+    final = final_status("nightly", 3, status(), spec, "Succeeded", JOB_DONE,
+                         digest(figures=figures), None, context, AT)
+    entry = final.patch.fields["history"][-1]
+    assert entry["figures"] == {"sweep/peak_ott": 412.35, "4/ttft_p99": 0.0123}  # as status rounds
+    assert kinds(final.patch.conditions)["Regressed"] == ("Unknown", "InsufficientHistory")
+    fixed = final_status("nightly", 3, status(), {}, "Succeeded", JOB_DONE,
+                         digest(figures=figures), None, None, AT)
+    assert "figures" not in fixed.patch.fields["history"][-1]  # fixed mode's status as before

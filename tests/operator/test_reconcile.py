@@ -14,6 +14,7 @@ from llmbench.operator.reconcile import (
     only_schedule_changed,
     replaced_patch,
     start_patch,
+    tick_cause,
     tick_decision,
     tick_handled,
 )
@@ -90,7 +91,7 @@ def test_a_replaced_run_goes_into_the_history_as_failed_at_the_one_clock() -> No
         {**RUNNING, "run": 31, "startedTime": "2026-12-01T01:55:00Z", "history": history}
     )
     at = T0 + timedelta(seconds=3)
-    patch, why = replaced_patch("nightly", status, SPEC, 31, T0, at)
+    patch, why = replaced_patch("nightly", status, SPEC, 31, tick_cause(SPEC, T0).replacing, at)
     assert "replaced by the scheduled run of 2026-12-01T02:00:00Z" in why
     kept = patch.fields["history"]
     assert [h["run"] for h in kept] == list(range(2, 32))
@@ -98,7 +99,7 @@ def test_a_replaced_run_goes_into_the_history_as_failed_at_the_one_clock() -> No
     assert (last["phase"], last["startedTime"], last["finishedTime"]) == (
         "Failed", "2026-12-01T01:55:00Z", "2026-12-01T02:00:03Z")
     assert last["configMap"] == "nightly-run-31" and last["message"].startswith("run 31: ")
-    short, _ = replaced_patch("nightly", status, {**SPEC, "historyLimit": 2}, 31, T0, at)
+    short, _ = replaced_patch("nightly", status, {**SPEC, "historyLimit": 2}, 31, "x", at)
     assert [h["run"] for h in short.fields["history"]] == [30, 31]
 
 

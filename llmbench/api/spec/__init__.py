@@ -45,7 +45,16 @@ from __future__ import annotations
 from ..rules import SpecError, SpecIssue
 from ..sweep_values import SWEEP_TYPES
 from .flag import FIELD_DEFAULT, CliFlag, FlagForm, FlagReads
-from .judging import Baseline, BaselinePoint, BaselineValues, Cost, Slo, Tolerances
+from .judging import (
+    Baseline,
+    BaselineMode,
+    BaselinePoint,
+    BaselineValues,
+    Cost,
+    HistoryBand,
+    Slo,
+    Tolerances,
+)
 from .load import LOAD_MODES, Load, Sessions
 from .root import (
     API_VERSION,
@@ -75,6 +84,7 @@ from .target import (
     ServiceRef,
     Target,
 )
+from .trigger import Trigger
 from .types import URL_PATTERN
 from .workload import OutputTokens, TokenDistribution, Workload
 
@@ -102,9 +112,11 @@ __all__ = [
     "Artifacts",
     "Baseline",
     "CliFlag",
+    "BaselineMode",
     "BaselinePoint",
     "BaselineValues",
     "Cost",
+    "HistoryBand",
     "FlagForm",
     "FlagReads",
     "Load",
@@ -125,6 +137,7 @@ __all__ = [
     "Sweep",
     "Target",
     "Telemetry",
+    "Trigger",
     "TokenDistribution",
     "Tolerances",
     "Workload",

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, Strict
 
 from ..figures import PointFigures
 from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
 from .flag import CliFlag
-from .types import Float, PositiveInt, Str
+from .types import Float, PositiveInt, Str, cel_value
 
 __all__ = [
     "Baseline",
     "BaselinePoint",
     "BaselineValues",
+    "BaselineMode",
     "Cost",
+    "HistoryBand",
     "Slo",
     "Tolerances",
 ]
@@ -201,10 +203,60 @@ class BaselineValues(ApiModel):
     )
 
 
+#: ``fixed``: one baseline run (or fixed numbers) and a percentage; ``history``: the noise
+#: band of the last valid runs.
+BaselineMode = Literal["fixed", "history"]
+
+
+#: spec.baseline.history's defaults (the CEL rule reads them too: absent fields are defaulted
+#: only after the rules ran).
+_RUNS, _MIN_RUNS = 10, 3
+
+
+class HistoryBand(ApiModel):
+    """``mode: history``: the statistic a run is judged by. Per figure, the band is
+    median ± k x 1.4826 x MAD of that figure over the last ``runs`` valid runs (MAD scaled
+    by 1.4826 estimates the standard deviation of normal noise, and one slow night moves
+    neither the median nor the MAD, as it would a mean and a standard deviation). A figure
+    outside the band the bad way (latency above, throughput below) regresses. The band is
+    never narrower than the figure's tolerance (``tolerances``), so a history too quiet to
+    show any noise does not flag a 0.1 % move."""
+
+    RULES = (
+        Rule(
+            name="spec.baseline-history-min-runs",
+            message="baseline.history.minRuns must not exceed baseline.history.runs (the runs "
+            "the band is made of)",
+            cel=f"(has(self.minRuns) ? self.minRuns : {_MIN_RUNS}) <= "
+            f"(has(self.runs) ? self.runs : {_RUNS})",
+            check=lambda h: h.min_runs <= h.runs,
+            field_path=".minRuns",
+        ),
+    )
+
+    runs: PositiveInt = Field(
+        default=_RUNS, ge=3, le=100,
+        description="N: the last N valid runs of the same settings make the band (within "
+        "historyLimit, and what status.history holds).",
+    )
+    min_runs: PositiveInt = Field(
+        default=_MIN_RUNS, ge=3, le=100,
+        description="Valid runs needed before any verdict; fewer: Regressed=Unknown "
+        "(InsufficientHistory), no flip.",
+    )
+    k: Float = Field(
+        default=3.0, gt=0, le=100,
+        description="Band half-width in scaled MADs (3: a normal figure leaves it 0.3 % of "
+        "the time).",
+    )
+
+
 class Baseline(ApiModel):
-    """What each finished run is compared with for the ``Regressed`` condition: by default
-    the latest earlier run that succeeded, was valid, did not regress and measured the same
-    settings; ``run`` names one instead, ``values`` gives fixed numbers."""
+    """What each finished run is compared with for the ``Regressed`` condition. ``mode:
+    fixed`` (the default): the latest earlier run that succeeded, was valid, did not regress
+    and measured the same settings, held to ``tolerances``; ``run`` names one instead,
+    ``values`` gives fixed numbers. ``mode: history``: the noise band of the last valid runs
+    (``history``)."""
 
     RULES = (
         Rule(
@@ -214,6 +266,25 @@ class Baseline(ApiModel):
             cel="!(has(self.run) && has(self.values))",
             check=lambda b: b.run is None or b.values is None,
         ),
+        Rule(
+            name="spec.baseline-history-alone",
+            message="baseline.mode history judges by the last runs' band: leave out run and "
+            "values (they belong to mode fixed)",
+            cel=f"{cel_value('self.mode', 'fixed')} != 'history' || "
+            "(!has(self.run) && !has(self.values))",
+            check=lambda b: b.mode != "history" or (b.run is None and b.values is None),
+            field_path=".mode",
+        ),
+    )
+
+    mode: BaselineMode = Field(
+        default="fixed",
+        description="fixed: one baseline run (or values) and tolerances; history: the noise "
+        "band of the last valid runs.",
+    )
+    history: HistoryBand = Field(
+        default_factory=HistoryBand,
+        description="mode history: how many runs make the band, and its width.",
     )
 
     run: PositiveInt | None = Field(
@@ -223,6 +294,8 @@ class Baseline(ApiModel):
     )
     values: BaselineValues | None = Field(default=None, description="Compare with fixed numbers.")
     tolerances: Tolerances = Field(
-        default_factory=Tolerances, description="Allowed bad-way change per metric."
+        default_factory=Tolerances,
+        description="Allowed bad-way change per metric (mode history: the figures judged, "
+        "and the band's least half-width).",
     )
 

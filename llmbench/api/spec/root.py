@@ -33,6 +33,7 @@ from .runner import Artifacts, Runner, Telemetry
 from .schedule import ConcurrencyPolicy, Schedule, TimeZone
 from .sweep import RANGE_PATTERN, Sweep, range_parts
 from .target import Target
+from .trigger import Trigger
 from .types import Bool, Int, PositiveInt, cel_value
 from .workload import Workload
 
@@ -300,6 +301,17 @@ class Spec(ApiModel):
             check=lambda s: stored_points(s) <= MAX_STORED_POINTS,
             field_path=".repetitions",
         ),
+        Rule(
+            name="spec.trigger-needs-pods",
+            message="trigger.onTargetChange watches the target pods: set target.service or "
+            "target.podSelector (a bare target.url has no pods to watch)",
+            cel="!has(self.trigger) || !has(self.trigger.onTargetChange) || "
+            "!self.trigger.onTargetChange || has(self.target.service) || "
+            "has(self.target.podSelector)",
+            check=lambda s: not s.trigger.on_target_change or s.target.service is not None
+            or s.target.pod_selector is not None,
+            field_path=".trigger.onTargetChange",
+        ),
     )
 
 
@@ -346,7 +358,14 @@ class Spec(ApiModel):
     time_zone: TimeZone | None = Field(
         default=None, description="Time zone of the schedule (IANA name); default UTC."
     )
-    suspend: Bool = Field(default=False, description="Pause the schedule (no new ticks run).")
+    suspend: Bool = Field(
+        default=False, description="Pause the schedule and the triggers (no new ticks run)."
+    )
+    trigger: Trigger = Field(
+        default_factory=Trigger,
+        description="Runs started by the target changing (release gating), with the "
+        "schedule's Lease and concurrencyPolicy rules.",
+    )
     concurrency_policy: ConcurrencyPolicy = Field(
         default="Forbid",
         description="A tick while a run is in progress: Forbid skips it, Replace stops the "

@@ -35,6 +35,7 @@ from llmbench.api.status import (
 )
 from llmbench.runner.sweep import knee as knee_rules
 from llmbench.runner.sweep.compare import regression_verdict
+from llmbench.runner.sweep.noise import history_verdict, judged_figures
 from llmbench.runner.sweep.run import DONE, PointRun, SweepResult
 
 __all__ = [
@@ -278,7 +279,9 @@ def build_digest(
     ``failed`` is the whole run's failure (default :func:`failed_reason` once finished).
     With a ``baseline`` the digest carries the regression verdict against it (``tolerances``
     in percent by ``llmbench compare``'s metric keys; ``spec.baseline``'s defaults when not
-    given).
+    given): against the history's noise bands when the baseline is a history
+    (``spec.baseline.mode: history``). A finished digest carries the judged ``figures``, which
+    later runs' bands are made of.
     """
     points = point_statuses(result, data)
     measured = errors = 0
@@ -290,6 +293,7 @@ def build_digest(
     reasons = [f"{p.name}: {w}" for p in succeeded for w in p.warnings]
     if failed is None and finished:
         failed = failed_reason(result)
+    judged = Tolerances().percentages() if tolerances is None else tolerances
     digest = RunDigest(
         run=run,
         total=len(result.values) * result.spec.repetitions,
@@ -305,13 +309,11 @@ def build_digest(
         stopped_after_knee=result.stopped_after_knee or None,
         replicas=result.spec.runner.replicas if result.spec.runner.replicas > 1 else None,
         regression=(
-            regression_verdict(
-                baseline, data,
-                Tolerances().percentages() if tolerances is None else tolerances,
-            )
-            if baseline is not None
-            else None
+            None if baseline is None
+            else history_verdict(baseline, data, judged) if baseline.history
+            else regression_verdict(baseline, data, judged)
         ),
+        figures=judged_figures(data, judged) if finished else None,
     )
     # set after construction: the field's alias (maxUnderSLO) is the constructor's keyword
     digest.max_under_slo = max_under_slo_status(data)
@@ -341,6 +343,8 @@ def termination_message(digest: RunDigest, limit: int = TERMINATION_LIMIT) -> st
     d.invalid_reasons = d.invalid_reasons[:3]
     if d.regression is not None:
         d.regression.rows = d.regression.rows[:1]
+    # the history's figures are read from the ConfigMap's digest; the fallback keeps none
+    d.figures = None
     for keep in (6, 4, 2):
         if _size(d) <= limit:
             return _encode(d)

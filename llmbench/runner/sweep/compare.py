@@ -35,6 +35,7 @@ from llmbench.runner.sweep.knee import value_label
 __all__ = [
     "BAD_VERDICTS",
     "DEFAULT_TOLERANCES",
+    "MAX_VERDICT_ROWS",
     "METRICS",
     "POINT_METRICS",
     "Row",
@@ -48,6 +49,7 @@ __all__ = [
     "regression_verdict",
     "render",
     "signed_tolerance",
+    "sweep_figures",
 ]
 
 _L = METRIC_LABELS
@@ -220,7 +222,8 @@ def figures_from_points(
     )
 
 
-def _sweep_figures(d: SweepAnalysis) -> SweepFigures:
+def sweep_figures(d: SweepAnalysis) -> SweepFigures:
+    """A sweep analysis's figures as compared (max OTT under SLO, each point's figures)."""
     return figures_from_points(
         (p.metrics for p in d.points), d.slo.max_ott if d.slo is not None else None,
         d.sweep_type,
@@ -274,7 +277,7 @@ def compare(a_path: Path, b_path: Path, tolerances: dict[str, float]) -> list[Ro
         raise ValueError(f"{a_path} is a {kind_a} and {b_path} a {kind_b}: compare like with like")
     if a.sweep_type != b.sweep_type:
         raise ValueError(f"{a_path} sweeps {a.sweep_type} and {b_path} sweeps {b.sweep_type}")
-    return compare_sweeps(_sweep_figures(a), _sweep_figures(b), tolerances)
+    return compare_sweeps(sweep_figures(a), sweep_figures(b), tolerances)
 
 
 #: Verdicts that fail a comparison: worse by more than the tolerance, or the figure gone.
@@ -292,7 +295,7 @@ def regression_verdict(
     rows = compare_sweeps(
         figures_from_points(baseline.points, baseline.max_ott_under_slo, data.sweep_type,
                             baseline.peak_ott),
-        _sweep_figures(data),
+        sweep_figures(data),
         tolerances,
     )
     judged = [r for r in rows if r.tolerance_pct is not None and r.a is not None

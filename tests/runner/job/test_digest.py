@@ -243,3 +243,23 @@ def test_the_verdict_against_a_baseline_is_llmbench_compares(tmp_path: Path) -> 
     gone = build_digest(res, run=2, data=data, baseline=base.model_copy(
         update={"points": extra}), tolerances=tolerances)
     assert gone.regression is not None and gone.regression.regressed is False
+
+
+def test_a_finished_digest_carries_its_figures_and_a_history_verdict(tmp_path: Path) -> None:
+    """``spec.baseline.mode: history``: the finished digest keeps the judged figures (the
+    next runs' history), and a baseline made of a history is judged by its noise bands."""
+    from llmbench.api.job import BaselineContext, HistoryFigures
+
+    res = sweep_result(tmp_path, foreign=False)
+    data = analysis(res)
+    tolerances = {"ttft_p99": 10.0}
+    assert build_digest(res, data, tolerances=tolerances).figures is None  # not finished
+    own = build_digest(res, data, finished=True, tolerances=tolerances)
+    assert own.figures == {f"{p.value:g}/ttft_p99": p.ttft_p99_ms for p in own.points}
+    faster = {k: v / 2 for k, v in own.figures.items()}  # the history's TTFT was half
+    base = BaselineContext(label="history", band_k=3.0, history=[
+        HistoryFigures(run=r, figures=faster) for r in (1, 2, 3)])
+    d = build_digest(res, data, finished=True, baseline=base, tolerances=tolerances)
+    v = d.regression
+    assert v is not None and v.regressed and v.history_runs == [1, 2, 3]
+    assert v.compared == len(own.points) and all(r.upper is not None for r in v.rows)
