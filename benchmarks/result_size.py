@@ -134,6 +134,8 @@ def configmap_bytes(templates: list[PointResult], values: int, repetitions: int,
         by_alias=True, exclude_none=True)
     sizes: dict[str, int] = {}
     for key, text in updates.items():
+        if text is None:  # a key the write removes (the ended point's progress record)
+            continue
         kind = "points" if point_name_of(key) is not None else key
         sizes[kind] = sizes.get(kind, 0) + len(key.encode()) + len(text.encode())
     sizes["total"] = sum(sizes.values())

@@ -162,7 +162,8 @@ def test_each_point_is_one_write_with_digest_checkpoint_and_csv(
         local = read_result(PointResult, art / NAMES[i] / GENAI_PERF_JSON)
         assert stored == local
     final = store.writes[3]
-    assert set(final) == {CHECKPOINT_KEY, DIGEST_KEY, SUMMARY_KEY}
+    assert set(final) == {CHECKPOINT_KEY, DIGEST_KEY, SUMMARY_KEY, PROGRESS_KEY}
+    assert final[PROGRESS_KEY] is None  # no live record outlives the run
     assert "\r" not in final[SUMMARY_KEY]  # LF line ends, as status.summaryCSV shows them
     d = RunDigest.model_validate_json(final[DIGEST_KEY])
     assert (d.done, d.finished, d.failed, d.runner_node) == (3, True, None, "node-a")
