@@ -154,6 +154,28 @@ def ready_pods(k8s: Any, namespace: str, selector: str) -> list[dict[str, Any]]:
     ]
 
 
+def roll_out_sim(k8s: Any, target: Target, ttft: str, timeout_s: float,
+                 strategy: dict[str, Any] | None = None) -> None:
+    """The target's simulator rolled out with another time to first token (a 'deploy' of the
+    model server; ``strategy`` None keeps the Deployment's RollingUpdate, where old and new
+    pods are Ready together for a moment), waited for until one Ready pod serves it."""
+    dep = sim_deployment(k8s, target.namespace, target.labels, target.node)
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--time-to-first-token") + 1] = ttft
+    if strategy is not None:
+        dep["spec"]["strategy"] = strategy
+    k8s.apply(dep)
+
+    def rolled_out() -> bool:
+        items = k8s.pods(target.namespace, target.selector)
+        ready = ready_pods(k8s, target.namespace, target.selector)
+        return (len(items) == 1 and len(ready) == 1
+                and ttft in ready[0]["spec"]["containers"][0]["args"])
+
+    k8s.wait_for(f"the simulator rolled out with TTFT {ttft}", rolled_out, timeout_s,
+                 diag=lambda: k8s.describe(target.namespace))
+
+
 class Target:
     """The inference Deployment and its Service (and optionally an exporter) in a namespace.
 

@@ -18,8 +18,7 @@ from tests.e2e.test_operator import (
     Target,
     benchmark,
     cond,
-    ready_pods,
-    sim_deployment,
+    roll_out_sim,
 )
 from tests.e2e.test_schedule import ClockedOperator, clocked, finished_run
 
@@ -33,20 +32,7 @@ TICK_S = 6 * 60  # the schedule is */5: each shift of the clock passes one tick
 def redeploy(k8s: Any, target: Target, ttft: str) -> None:
     """The simulator rolled out with another time to first token (a 'deploy' of the model
     server), old pod gone before the new one serves (Recreate)."""
-    dep = sim_deployment(k8s, target.namespace, target.labels, target.node)
-    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
-    args[args.index("--time-to-first-token") + 1] = ttft
-    dep["spec"]["strategy"] = {"type": "Recreate"}
-    k8s.apply(dep)
-
-    def rolled_out() -> bool:
-        items = k8s.pods(target.namespace, target.selector)
-        ready = ready_pods(k8s, target.namespace, target.selector)
-        return (len(items) == 1 and len(ready) == 1
-                and ttft in ready[0]["spec"]["containers"][0]["args"])
-
-    k8s.wait_for(f"the simulator redeployed with TTFT {ttft}", rolled_out, 90,
-                 diag=lambda: k8s.describe(target.namespace))
+    roll_out_sim(k8s, target, ttft, 90, strategy={"type": "Recreate"})
 
 
 class ForeignTraffic:

@@ -29,8 +29,7 @@ from tests.e2e.test_operator import (
     benchmark,
     cond,
     diag,
-    ready_pods,
-    sim_deployment,
+    roll_out_sim,
     status,
 )
 from tests.e2e.test_schedule import finished_run, stays_at
@@ -92,19 +91,7 @@ def run_gate(k8s: Any, tmp_path: Path, script: str) -> subprocess.CompletedProce
 def rollout(k8s: Any, target: Target, ttft: str) -> None:
     """A rolling update of the simulator with another TTFT (the Deployment's default
     strategy: old and new pods are Ready together for a moment)."""
-    dep = sim_deployment(k8s, target.namespace, target.labels, target.node)
-    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
-    args[args.index("--time-to-first-token") + 1] = ttft
-    k8s.apply(dep)
-
-    def rolled_out() -> bool:
-        items = k8s.pods(target.namespace, target.selector)
-        ready = ready_pods(k8s, target.namespace, target.selector)
-        return (len(items) == 1 and len(ready) == 1
-                and ttft in ready[0]["spec"]["containers"][0]["args"])
-
-    k8s.wait_for(f"the simulator rolled out with TTFT {ttft}", rolled_out, 120,
-                 diag=lambda: k8s.describe(target.namespace))
+    roll_out_sim(k8s, target, ttft, 120)
 
 
 def regressed_gauge(k8s: Any, op: Release, namespace: str) -> float | None:
