@@ -202,6 +202,8 @@ class Cluster:
     net_index: int = 0  # the cluster number (network.py); 0: none claimed
     #: seconds per start phase (images, network, control plane, nodes ...), for the figures
     phases: dict[str, float] = field(default_factory=dict)
+    #: more kube-apiserver flags (benchmarks/operator_queue.py turns on its audit log)
+    apiserver_args: tuple[str, ...] = ()
 
     @property
     def node_specs(self) -> tuple[node_mod.NodeSpec, ...]:
@@ -409,6 +411,7 @@ class Cluster:
                 f"--kubelet-client-key={pki / 'kubelet-client.key'}",
                 "--profiling=false",
                 "--v=1",
+                *self.apiserver_args,
             ],
         )
         self._wait_ready(timeout)
