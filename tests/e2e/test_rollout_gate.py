@@ -95,7 +95,7 @@ def rollout(k8s: Any, target: Target, ttft: str) -> None:
 
 
 def regressed_gauge(k8s: Any, op: Release, namespace: str) -> float | None:
-    """What ``llmbench_regressed{namespace=..., benchmark="gate"}`` selects on /metrics."""
+    """What ``llmbench_regressed{benchmark_namespace=..., benchmark="gate"}`` selects."""
     (pod,) = k8s.pods(OPERATOR_NS, op.selector)
     url = f"http://{pod['status']['podIP']}:{METRICS_PORT}/metrics"
     with urllib.request.urlopen(url, timeout=5) as r:
@@ -103,7 +103,7 @@ def regressed_gauge(k8s: Any, op: Release, namespace: str) -> float | None:
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if (s.name == "llmbench_regressed" and s.labels.get("benchmark") == NAME
-                    and s.labels.get("namespace") == namespace):
+                    and s.labels.get("benchmark_namespace") == namespace):
                 return float(s.value)
     return None
 
