@@ -267,18 +267,10 @@ class Spec(ApiModel):
             field_path=".runner.replicas",
         ),
         Rule(
-            name="spec.ramp-up-open-loop",
-            message="load.rampUpSeconds ramps a request rate: it needs load.mode request_rate "
-            "(or a request_rate sweep) and runner.replicas 1; "
-            "a concurrency ramp is not supported",
-            cel="!has(self.load) || !has(self.load.rampUpSeconds) || "
-            f"(({_LOAD_MODE} == 'request_rate' || (has(self.sweep) && "
-            f"{_SWEEP_TYPE} == 'request_rate')) && {_REPLICAS} == 1)",
-            check=lambda s: s.load.ramp_up_seconds is None or (
-                (s.load.mode == "request_rate"
-                 or (s.sweep is not None and s.sweep.type == "request_rate"))
-                and s.runner.replicas == 1
-            ),
+            name="spec.ramp-up-one-runner",
+            message="load.rampUpSeconds ramps one runner's load: keep runner.replicas 1",
+            cel=f"!has(self.load) || !has(self.load.rampUpSeconds) || {_REPLICAS} == 1",
+            check=lambda s: s.load.ramp_up_seconds is None or s.runner.replicas == 1,
             field_path=".load.rampUpSeconds",
         ),
         Rule(
