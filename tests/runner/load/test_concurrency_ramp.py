@@ -114,3 +114,28 @@ def test_ramped_slots_reach_the_server_at_their_steps(sims: SimFactory, tmp_path
     held = np.clip(np.minimum(ends, last) - np.maximum(arrivals, start), 0, None).sum()
     assert held / (last - start) == pytest.approx(4, abs=0.1)
     assert in_flight(arrivals, ends, np.linspace(start, last, 200)).max() == 4
+
+
+def test_a_timed_point_is_measured_for_its_duration_after_the_ramp(
+    sims: SimFactory, tmp_path: Path
+) -> None:
+    url = sims("--ttft-ms", "40", "--itl-ms", "2", "--seed", "6")  # its records: this run's
+    code, result, _ = profile_point(
+        tmp_path, url, "--concurrency", "3", "--ramp-up", "0.6", "--measurement-duration",
+        "0.8", "--warmup-request-count", "2", "--synthetic-input-tokens-mean", "8",
+        "--output-tokens-mean", "4", "--extra-inputs", "ignore_eos:true",
+    )
+    assert code == 0
+    assert result.ramp is not None and result.ramp.started_slots == 3
+    arrivals = np.asarray([r["arrival_ns"] for r in sim_records(url)], float)
+    t0 = arrivals.min()
+    assert result.window.start_ns is not None
+    start = (result.window.start_ns - t0) / 1e9
+    assert start == pytest.approx(0.6, abs=0.06)  # the clock of the duration starts at S
+    rel = (arrivals - t0) / 1e9
+    # the ramp's sends (far more than the 2 asked for) are the warm-up; the measured ones go
+    # out inside [S, S + 0.8 s]
+    assert result.window.warmup_requests == int((rel < start - 1e-4).sum()) > 2
+    measured = rel[rel >= start - 1e-4]
+    assert len(measured) == result.window.measured_requests
+    assert measured.max() < start + 0.8 + 0.06
