@@ -112,7 +112,7 @@ async def closed_slot(
         except asyncio.CancelledError:
             state.add(rec, ex)
             raise
-        if ramp is not None and ramp.active_ns[slot] is None:
+        if ramp is not None and ramp.active_ns[slot] is None and ex.sent_ns:
             ramp.active_ns[slot] = ex.sent_ns
         if not warmup and state.tx is None:
             state.tx = ex.sent_ns

@@ -114,9 +114,10 @@ def notes(summary: PointResult) -> list[str]:
             if ramp.last_slot_s is not None and ramp.max_lag_ms is not None
             else "no slot sent"
         )
+        step = f" (+1 every {ramp.step_s:.3f} s)" if ramp.slots > 1 else ""
         out.append(
-            f"ramp: 1 -> {ramp.slots} slots over {ramp.seconds:g} s (+1 every "
-            f"{ramp.step_s:.3f} s); {ramp.started_slots} started, {started}; the "
+            f"ramp: 1 -> {ramp.slots} slots over {ramp.seconds:g} s{step}; "
+            f"{ramp.started_slots} started, {started}; the "
             f"{summary.window.warmup_requests} warm-up requests include the ramp's"
         )
     st = summary.stability

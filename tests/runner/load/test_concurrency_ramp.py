@@ -13,7 +13,9 @@ import pytest
 
 from llmbench.api import Spec, SpecError
 from llmbench.runner.load.arrivals import slot_start_offsets
+from llmbench.runner.load.result import SlotStarts
 from llmbench.runner.point.config import point_config
+from llmbench.runner.point.profile import ramp_result
 from tests.sim_process import SimFactory, profile_point, sim_pool, sim_records
 
 
@@ -24,6 +26,20 @@ def test_slots_start_one_at_a_time_at_even_steps() -> None:
     assert slot_start_offsets(4, 1.0) == [0, 333_333_333, 666_666_667, 1_000_000_000]
     assert slot_start_offsets(4, None) == [0, 0, 0, 0]  # no ramp: all at once
     assert slot_start_offsets(1, 3.0) == [0]  # one slot has nothing to ramp
+
+
+def test_the_reported_ramp_is_the_plan_against_the_first_sends() -> None:
+    t0 = 7_000_000_000
+    starts = SlotStarts(
+        t0, (t0, t0 + 500_000_000, t0 + 1_000_000_000),
+        (t0 + 100_000, t0 + 502_000_000, None),  # the third slot never sent (a stop)
+    )
+    r = ramp_result(starts, 1.0)
+    assert (r.seconds, r.slots, r.step_s, r.started_slots) == (1.0, 3, 0.5, 2)
+    assert r.last_slot_s == 0.502 and r.max_lag_ms == 2.0
+    none = ramp_result(SlotStarts(t0, (t0,), (None,)), 2.0)
+    assert (none.step_s, none.started_slots, none.last_slot_s, none.max_lag_ms) == (
+        0.0, 0, None, None)
 
 
 BASE = {"target": {"url": "http://sim:8000", "model": "m"}}
