@@ -124,11 +124,12 @@ def test_ramped_slots_reach_the_server_at_their_steps(sims: SimFactory, tmp_path
     assert start == pytest.approx(1.5, abs=0.06)
     assert result.window.warmup_requests == int((arrivals < start - 1e-4).sum())
     assert len(recs) == 40 + result.window.warmup_requests
-    # the sim held 4 the whole measured time (until the last sends): never more, and on
-    # time average all but the gaps between a slot's answer and its next send
+    # the sim held the 4 slots' requests the whole measured time (until the last sends):
+    # never a 5th, and on time average more than 3 (a missing slot would hold at most 3; the
+    # rest is each slot's gap between its answer and its next send, a few ms of a busy loop)
     last = np.sort(arrivals)[-4]
     held = np.clip(np.minimum(ends, last) - np.maximum(arrivals, start), 0, None).sum()
-    assert held / (last - start) == pytest.approx(4, abs=0.1)
+    assert 3.5 < held / (last - start) <= 4
     assert in_flight(arrivals, ends, np.linspace(start, last, 200)).max() == 4
 
 
