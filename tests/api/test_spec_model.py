@@ -514,6 +514,10 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         {"runner": {"replicas": 2}, "load": {"concurrency": 2, "rampUpSeconds": 5}},
         "spec.load.rampUpSeconds",
     ),
+    "spec.ramp-up-fits-the-deadline": (
+        {"runner": {"timeoutSeconds": 60}, "load": {"concurrency": 4, "rampUpSeconds": 60}},
+        "spec.load.rampUpSeconds",
+    ),
     "slo.goodput-ratio-needs-latency-limit": (
         {"slo": {"goodputRatio": 0.9}},
         "spec.slo.goodputRatio",

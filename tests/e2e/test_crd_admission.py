@@ -189,6 +189,8 @@ INVALID = [
     }}),
     rule_case("spec.ramp-up-one-runner", {"target": URL, "runner": {"replicas": 2},
                                            "load": {"concurrency": 2, "rampUpSeconds": 5}}),
+    rule_case("spec.ramp-up-fits-the-deadline", {"target": URL, "runner": {"timeoutSeconds": 60},
+                                                 "load": {"concurrency": 4, "rampUpSeconds": 60}}),
     rule_case(
         "slo.goodput-ratio-needs-latency-limit", {"target": URL, "slo": {"goodputRatio": 0.9}}
     ),

@@ -274,6 +274,18 @@ class Spec(ApiModel):
             field_path=".load.rampUpSeconds",
         ),
         Rule(
+            name="spec.ramp-up-fits-the-deadline",
+            message="load.rampUpSeconds must be shorter than runner.timeoutSeconds, the whole "
+            "run's deadline: every point ramps before it measures; shorten the ramp or raise "
+            "runner.timeoutSeconds",
+            cel="!has(self.load) || !has(self.load.rampUpSeconds) || !has(self.runner) || "
+            "!has(self.runner.timeoutSeconds) || "
+            "self.load.rampUpSeconds < double(self.runner.timeoutSeconds)",
+            check=lambda s: s.load.ramp_up_seconds is None or s.runner.timeout_seconds is None
+            or s.load.ramp_up_seconds < s.runner.timeout_seconds,
+            field_path=".load.rampUpSeconds",
+        ),
+        Rule(
             name="spec.search-needs-slo",
             message="sweep.search looks for the highest load meeting the SLO: set at least one "
             "of slo.ttftP99Ms, slo.itlP99Ms, slo.e2eP99Ms, slo.goodputRatio (--slo ttft_p99:MS)",

@@ -71,6 +71,8 @@ def test_a_concurrency_ramp_is_a_valid_spec_and_adds_no_fixed_warmup() -> None:
          "spec.load.rampUpSeconds: load.rampUpSeconds ramps one sender's"),
         ({"concurrency": 4, "rampUpSeconds": 5}, {"runner": {"replicas": 2}},
          "spec.load.rampUpSeconds: load.rampUpSeconds ramps one runner's load"),
+        ({"concurrency": 4, "rampUpSeconds": 900}, {"runner": {"timeoutSeconds": 600}},
+         "spec.load.rampUpSeconds: load.rampUpSeconds must be shorter than runner.timeoutSeconds"),
     ],
 )
 def test_bad_concurrency_ramps_name_the_field(load: dict, extra: dict, field: str) -> None:
