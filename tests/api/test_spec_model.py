@@ -510,7 +510,14 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         {"load": {"mode": "request_rate", "requestRate": 5, "rampUpSeconds": 5, "workers": 2}},
         "spec.load.rampUpSeconds",
     ),
-    "spec.ramp-up-open-loop": ({"load": {"rampUpSeconds": 5}}, "spec.load.rampUpSeconds"),
+    "spec.ramp-up-one-runner": (
+        {"runner": {"replicas": 2}, "load": {"concurrency": 2, "rampUpSeconds": 5}},
+        "spec.load.rampUpSeconds",
+    ),
+    "spec.ramp-up-fits-the-deadline": (
+        {"runner": {"timeoutSeconds": 60}, "load": {"concurrency": 4, "rampUpSeconds": 60}},
+        "spec.load.rampUpSeconds",
+    ),
     "slo.goodput-ratio-needs-latency-limit": (
         {"slo": {"goodputRatio": 0.9}},
         "spec.slo.goodputRatio",

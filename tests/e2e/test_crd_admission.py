@@ -187,7 +187,10 @@ INVALID = [
     rule_case("load.ramp-up-one-sender", {"target": URL, "load": {
         "mode": "request_rate", "requestRate": 5, "rampUpSeconds": 5, "workers": 2,
     }}),
-    rule_case("spec.ramp-up-open-loop", {"target": URL, "load": {"rampUpSeconds": 5}}),
+    rule_case("spec.ramp-up-one-runner", {"target": URL, "runner": {"replicas": 2},
+                                           "load": {"concurrency": 2, "rampUpSeconds": 5}}),
+    rule_case("spec.ramp-up-fits-the-deadline", {"target": URL, "runner": {"timeoutSeconds": 60},
+                                                 "load": {"concurrency": 4, "rampUpSeconds": 60}}),
     rule_case(
         "slo.goodput-ratio-needs-latency-limit", {"target": URL, "slo": {"goodputRatio": 0.9}}
     ),

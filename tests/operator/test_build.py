@@ -269,6 +269,9 @@ def test_without_timeout_seconds_the_job_gets_a_deadline_from_the_sweeps_size() 
     long = spec(load={"measurementDurationSeconds": 3600},
                 target={"url": "http://m:8000", "model": "m", "requestTimeoutSeconds": 60})
     assert default_deadline(long) == 600 + len(long.points()) * (2 * 3600 + 60)
+    # a ramp comes before the measurement: it counts as much
+    ramped = spec(load={"concurrency": 8, "rampUpSeconds": 1200})
+    assert default_deadline(ramped) == 600 + len(ramped.points()) * (2 * 1200 + 600)
 
 
 def test_the_runner_pod_keeps_sidecars_out_by_default() -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "OURS",
     "OUR_FIELDS",
     "ClientHealth",
+    "ConcurrencyRamp",
     "Connects",
     "Count",
     "Dispatch",
@@ -138,6 +139,22 @@ class Connects(ResultModel):
 
     requests: int
     ms: Stat
+
+
+class ConcurrencyRamp(ResultModel):
+    """A closed-loop ramp (``--ramp-up`` with ``--concurrency``): the slots started one at a
+    time, from 1 to ``slots`` in flight over ``seconds``, slot ``i`` planned at
+    ``seconds * i / (slots - 1)`` (``step_s`` apart); the requests started inside the ramp are
+    warm-up. Achieved: ``started_slots`` sent at least once, the last of them sent its first
+    request ``last_slot_s`` after the load's start, the latest one ``max_lag_ms`` behind its
+    plan (None when no slot sent)."""
+
+    seconds: float
+    slots: int
+    step_s: float
+    started_slots: int
+    last_slot_s: float | None
+    max_lag_ms: float | None
 
 
 class Window(ResultModel):
@@ -376,6 +393,8 @@ class PointResult(ResultModel):
     telemetry: TelemetrySummary | None = None
     #: ``--measurement-interval`` runs: the windows and whether they agreed.
     stability: Stability | None = None
+    #: closed-loop ramps (``--ramp-up`` with ``--concurrency``): when the slots started.
+    ramp: ConcurrencyRamp | None = None
     #: several runner pods drove the point (``spec.runner.replicas`` > 1): how they did.
     shards: Shards | None = None
 

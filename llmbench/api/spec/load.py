@@ -148,12 +148,15 @@ class Load(ApiModel):
         ),
         Rule(
             name="load.ramp-up-one-sender",
-            message="load.rampUpSeconds ramps one sender's schedule: keep load.workers 1 and "
-            "no load.measurementIntervalMs",
+            message="load.rampUpSeconds ramps one sender's request rate or concurrency: keep "
+            "load.workers 1, and no load.measurementIntervalMs, load.sessions or "
+            "load.fixedSchedule (a trace or sessions set their own pace)",
             cel="!has(self.rampUpSeconds) || ((has(self.workers) ? self.workers : 1) == 1 && "
-            "!has(self.measurementIntervalMs))",
+            "!has(self.measurementIntervalMs) && !has(self.sessions) && "
+            "!(has(self.fixedSchedule) && self.fixedSchedule))",
             check=lambda ld: ld.ramp_up_seconds is None
-            or (ld.workers == 1 and ld.measurement_interval_ms is None),
+            or (ld.workers == 1 and ld.measurement_interval_ms is None
+                and ld.sessions is None and not ld.fixed_schedule),
             field_path=".rampUpSeconds",
         ),
         Rule(
@@ -260,15 +263,17 @@ class Load(ApiModel):
         CliFlag(
             "--ramp-up",
             metavar="SECONDS",
-            help="open loop: the rate grows linearly from 0 to --request-rate over SECONDS; "
-            "the ramp's requests are warm-up, the measurement starts after it",
+            help="the rate grows linearly from 0 to --request-rate, or the slots in flight "
+            "from 1 to --concurrency (+1 at even steps), over SECONDS; the ramp's requests "
+            "are warm-up, the measurement starts after it",
         ),
     ] = Field(
         default=None,
         gt=0,
         le=86400,
-        description="The request rate grows linearly from 0 to its target over this many "
-        "seconds; requests sent during the ramp are warm-up (measured after it).",
+        description="The request rate grows linearly from 0 to its target, or the requests "
+        "in flight from 1 to load.concurrency (one more slot at even steps), over this many "
+        "seconds; requests started during the ramp are warm-up (measured after it).",
     )
     max_concurrency: Annotated[PositiveInt | None, CliFlag("--max-concurrency")] = Field(
         default=None, description="Cap on in-flight requests (open loop)."

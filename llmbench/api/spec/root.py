@@ -267,18 +267,22 @@ class Spec(ApiModel):
             field_path=".runner.replicas",
         ),
         Rule(
-            name="spec.ramp-up-open-loop",
-            message="load.rampUpSeconds ramps a request rate: it needs load.mode request_rate "
-            "(or a request_rate sweep) and runner.replicas 1; "
-            "a concurrency ramp is not supported",
-            cel="!has(self.load) || !has(self.load.rampUpSeconds) || "
-            f"(({_LOAD_MODE} == 'request_rate' || (has(self.sweep) && "
-            f"{_SWEEP_TYPE} == 'request_rate')) && {_REPLICAS} == 1)",
-            check=lambda s: s.load.ramp_up_seconds is None or (
-                (s.load.mode == "request_rate"
-                 or (s.sweep is not None and s.sweep.type == "request_rate"))
-                and s.runner.replicas == 1
-            ),
+            name="spec.ramp-up-one-runner",
+            message="load.rampUpSeconds ramps one runner's load: keep runner.replicas 1",
+            cel=f"!has(self.load) || !has(self.load.rampUpSeconds) || {_REPLICAS} == 1",
+            check=lambda s: s.load.ramp_up_seconds is None or s.runner.replicas == 1,
+            field_path=".load.rampUpSeconds",
+        ),
+        Rule(
+            name="spec.ramp-up-fits-the-deadline",
+            message="load.rampUpSeconds must be shorter than runner.timeoutSeconds, the whole "
+            "run's deadline: every point ramps before it measures; shorten the ramp or raise "
+            "runner.timeoutSeconds",
+            cel="!has(self.load) || !has(self.load.rampUpSeconds) || !has(self.runner) || "
+            "!has(self.runner.timeoutSeconds) || "
+            "self.load.rampUpSeconds < double(self.runner.timeoutSeconds)",
+            check=lambda s: s.load.ramp_up_seconds is None or s.runner.timeout_seconds is None
+            or s.load.ramp_up_seconds < s.runner.timeout_seconds,
             field_path=".load.rampUpSeconds",
         ),
         Rule(

@@ -1,4 +1,5 @@
-"""When an open-loop run sends: the arrival times of a request rate or of a replayed trace.
+"""When a run sends: the arrival times of a request rate or of a replayed trace, and when
+the closed loop's slots start.
 
 Pure and lazy (a generator of offsets from the load's start), so the schedule is the same
 whatever the load generator does, costs no memory at a high rate, and is tested without a
@@ -11,19 +12,25 @@ A ramp (``--ramp-up S``) grows the rate linearly from 0 to its target over S sec
 target's own process is re-timed so its cumulative count follows the ramp's,
 ``R t^2 / 2S`` before S and ``R (t - S/2)`` after (a time change that keeps the gaps' shape).
 The ramp's sends are warm-up (:func:`ramp_arrivals` counts them), so the point is measured
-at the target rate only.
+at the target rate only. A closed loop's ramp starts its slots one by one instead
+(:func:`slot_start_offsets`); what it sends inside the ramp is warm-up too, counted as it
+happens (:class:`~llmbench.runner.load.slots.SlotRamp`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterator
+from time import perf_counter_ns
 
 import numpy as np
 
 from llmbench.runner.load.config import LoadConfig
 
-__all__ = ["expected_cv", "ramp_arrivals", "schedule_offsets"]
+__all__ = [
+    "expected_cv", "ramp_arrivals", "schedule_offsets", "sleep_until", "slot_start_offsets",
+]
 
 #: Random gaps are drawn this many at a time (one generator call per block).
 _BLOCK = 1024
@@ -96,3 +103,30 @@ def expected_cv(cfg: LoadConfig) -> float | None:
     if cfg.rate_mode == "gamma":
         return 1.0 / math.sqrt(cfg.burstiness or 1.0)
     return 0.0
+
+
+def slot_start_offsets(concurrency: int, ramp_up_s: float | None) -> list[int]:
+    """When each of ``concurrency`` slots sends its first request (ns after the load's start).
+
+    Without a ramp all start at 0. With one the slots start one at a time at even steps, slot
+    ``i`` at ``S * i / (N - 1)``: one in flight at 0, the N-th at S (AIPerf's linear ramp, +1
+    every ``S / (N - 1)`` seconds). One slot starts at 0 and has nothing to ramp.
+
+    Example::
+
+        slot_start_offsets(5, 2.0)   # [0, 500_000_000, 1_000_000_000, 1_500_000_000, 2_000_000_000]
+    """
+    if not ramp_up_s or concurrency <= 1:
+        return [0] * concurrency
+    step = ramp_up_s * 1e9 / (concurrency - 1)
+    return [round(i * step) for i in range(concurrency)]
+
+
+async def sleep_until(deadline_ns: int) -> None:
+    """Sleeps until the monotonic clock reaches ``deadline_ns``, never less (a timer of the
+    loop may fire up to a millisecond early)."""
+    while True:
+        left = deadline_ns - perf_counter_ns()
+        if left <= 0:
+            return
+        await asyncio.sleep(left / 1e9)

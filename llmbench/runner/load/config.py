@@ -31,7 +31,8 @@ class LoadConfig:
     concurrency: int = 1
     request_rate: float | None = None
     rate_mode: str = field(default="constant", metadata={"spec": "load.request_rate_mode"})
-    #: gamma gaps' shape and the rate's linear ramp (s): see ``arrivals.schedule_offsets``
+    #: gamma gaps' shape and the linear ramp (s) of the rate (``arrivals.schedule_offsets``)
+    #: or of the slots in flight (``arrivals.slot_start_offsets``)
     burstiness: float | None = field(default=None, metadata={"spec": "load.burstiness"})
     ramp_up_s: float | None = field(default=None, metadata={"spec": "load.ramp_up_seconds"})
     max_concurrency: int | None = field(default=None, metadata={"spec": "load.max_concurrency"})
@@ -81,7 +82,9 @@ class LoadConfig:
 
 
 def expected_total(cfg: LoadConfig) -> int | None:
-    """Requests the run will send, for the progress bar; None when bounded by time."""
+    """Requests the run will send, for the progress bar; None when bounded by time. A
+    closed-loop ramp sends its warm-up on top of this (counted as it happens, see
+    :class:`~llmbench.runner.load.slots.SlotRamp`), so there it is the least."""
     if cfg.request_count is None:
         return None
     return cfg.warmup_request_count + cfg.request_count

@@ -22,7 +22,7 @@ from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.open_loop import open_loop
 from llmbench.runner.load.result import LoadResult, Progress
 from llmbench.runner.load.sessions import SessionCursor, session_plan, session_slot
-from llmbench.runner.load.slots import closed_slot, preconnect
+from llmbench.runner.load.slots import SlotRamp, closed_slot, preconnect
 from llmbench.runner.load.stalls import mark_stalls, watch_loop_lag
 from llmbench.runner.load.state import RunState
 
@@ -51,7 +51,8 @@ async def run_load(
     warm = cfg.warmup_request_count
     if indices is None:
         total = warm + cfg.request_count if cfg.request_count is not None else None
-        if total is None:
+        if total is None or (cfg.ramp_up_s and cfg.mode == "concurrency"):
+            # a closed-loop ramp's warm-up has no count: its slots end the budget themselves
             indices = _Unbounded()
         else:
             indices = range(cfg.shard, total, cfg.shards)
@@ -66,14 +67,17 @@ async def run_load(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     stalls: list[tuple[int, int, int]] = []
+    ramp: SlotRamp | None = None
     try:
         work: asyncio.Future[Any]
         if cfg.mode == "concurrency":
             conns = await preconnect(client, slots)
             await _wait_until(start_at_ns)
+            if cfg.ramp_up_s:
+                ramp = SlotRamp(cfg, slots, perf_counter_ns())
             work = asyncio.gather(
                 *(
-                    closed_slot(client, conns[i], bodies, cfg, state, progress, worker)
+                    closed_slot(client, conns[i], bodies, cfg, state, progress, worker, ramp, i)
                     for i in range(slots)
                 )
             )
@@ -130,6 +134,7 @@ async def run_load(
         event_loop=eventloop.running_loop_kind(),
         sent_bodies=state.sent_bodies,
         sessions_abandoned=state.sessions_abandoned,
+        slot_starts=ramp.starts() if ramp is not None else None,
     )
 
 

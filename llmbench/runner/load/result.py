@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.load.stalls import Stall
 
-__all__ = ["LoadResult", "Progress", "merge_results"]
+__all__ = ["LoadResult", "Progress", "SlotStarts", "merge_results"]
 
 
 class Progress:
@@ -33,6 +33,16 @@ class Progress:
         self.errors = 0
         self.loop_lag_ms: list[float] = []
         self.stalls: list[tuple[int, int, int]] = []
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStarts:
+    """A closed-loop ramp's slot starts (``perf_counter_ns``): the load's start, when each slot
+    was planned to send its first request, and when it did (None: it never sent)."""
+
+    start_ns: int
+    planned_ns: tuple[int, ...]
+    sent_ns: tuple[int | None, ...]
 
 
 @dataclass(slots=True)
@@ -60,6 +70,8 @@ class LoadResult:
     sent_bodies: dict[int, bytes] = field(default_factory=dict)
     #: Session runs: sessions ended early because a turn failed (no answer to continue from).
     sessions_abandoned: int = 0
+    #: Closed-loop ramps: the plan and when each slot sent its first request.
+    slot_starts: SlotStarts | None = None
 
 
 def merge_results(results: Sequence[LoadResult]) -> LoadResult:

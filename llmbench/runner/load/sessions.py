@@ -19,6 +19,7 @@ import numpy as np
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Client, Connection, Exchange
+from llmbench.runner.load.arrivals import sleep_until
 from llmbench.runner.load.config import LoadConfig
 from llmbench.runner.load.faults import after_failure
 from llmbench.runner.load.result import Progress
@@ -86,16 +87,6 @@ class SessionCursor:
             return None
         self.next += 1
         return self.next - 1
-
-
-async def _sleep_until(deadline_ns: int) -> None:
-    """Sleeps until the monotonic clock reaches ``deadline_ns``, never less (a timer of the
-    loop may fire up to a millisecond early)."""
-    while True:
-        left = deadline_ns - perf_counter_ns()
-        if left <= 0:
-            return
-        await asyncio.sleep(left / 1e9)
 
 
 def _reply_text(ex: Exchange, endpoint_type: str) -> str | None:
@@ -170,7 +161,7 @@ async def session_slot(
                 if delay is None:
                     break
                 history = [*turn["messages"], {"role": "assistant", "content": reply}]
-                await _sleep_until(answered + delay * 1_000_000)
+                await sleep_until(answered + delay * 1_000_000)
                 continue
             progress.errors += 1
             if t < plan.turns[s] - 1:

@@ -16,14 +16,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from llmbench.api.results import ClientHealth, LoopStall, PointResult
+from llmbench.api.results import ClientHealth, ConcurrencyRamp, LoopStall, PointResult
 from llmbench.runner.artifacts.input_config import genai_perf_input_config
 from llmbench.runner.artifacts.write import write_profile_artifacts
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
 from llmbench.runner.client.transport import Target
 from llmbench.runner.load.config import LoadConfig, expected_total
 from llmbench.runner.load.engine import run_load
-from llmbench.runner.load.result import LoadResult, Progress
+from llmbench.runner.load.result import LoadResult, Progress, SlotStarts
 from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.load.workers import run_load_workers
 from llmbench.runner.point.config import ProfileConfig
@@ -259,6 +259,8 @@ async def run_profile(
     summary.client = client_health(
         progress.loop_lag_ms, cfg.load.workers, load, summary.window.start_ns
     )
+    if load.slot_starts is not None and cfg.load.ramp_up_s:
+        summary.ramp = ramp_result(load.slot_starts, cfg.load.ramp_up_s)
     if load.sessions_abandoned:
         summary.client.warnings.append(
             f"{load.sessions_abandoned} sessions ended before their last turn: a turn failed "
@@ -352,6 +354,26 @@ async def _relay(
 #: harmless bursts.
 LOOP_LAG_WARN_P90_MS = 2.0
 LOOP_LAG_WARN_P99_MS = 10.0
+
+
+def ramp_result(ramp: SlotStarts, ramp_up_s: float) -> ConcurrencyRamp:
+    """The closed-loop ramp as planned and as achieved: when the slots sent their first
+    requests against :func:`~llmbench.runner.load.arrivals.slot_start_offsets`' plan."""
+    slots = len(ramp.planned_ns)
+    started = [
+        (sent, plan) for sent, plan in zip(ramp.sent_ns, ramp.planned_ns, strict=True)
+        if sent is not None
+    ]
+    return ConcurrencyRamp(
+        seconds=ramp_up_s,
+        slots=slots,
+        step_s=ramp_up_s / (slots - 1) if slots > 1 else 0.0,
+        started_slots=len(started),
+        last_slot_s=(
+            round((max(s for s, _ in started) - ramp.start_ns) / 1e9, 6) if started else None
+        ),
+        max_lag_ms=round(max((s - p) / 1e6 for s, p in started), 3) if started else None,
+    )
 
 
 def client_health(

@@ -106,6 +106,20 @@ def notes(summary: PointResult) -> list[str]:
             f"{settings.get('session_turns_mean')}, delay mean "
             f"{settings.get('session_turn_delay_mean_ms', 0):g} ms after each answer"
         )
+    ramp = summary.ramp
+    if ramp is not None:
+        started = (
+            f"the last started at {ramp.last_slot_s:.3f} s, the latest {ramp.max_lag_ms:.1f} ms "
+            "behind its plan"
+            if ramp.last_slot_s is not None and ramp.max_lag_ms is not None
+            else "no slot sent"
+        )
+        step = f" (+1 every {ramp.step_s:.3f} s)" if ramp.slots > 1 else ""
+        out.append(
+            f"ramp: 1 -> {ramp.slots} slots over {ramp.seconds:g} s{step}; "
+            f"{ramp.started_slots} started, {started}; the "
+            f"{summary.window.warmup_requests} warm-up requests include the ramp's"
+        )
     st = summary.stability
     if st is not None:
         spreads = ", ".join(

@@ -112,12 +112,10 @@ def test_ramp_up_warmup_is_added_by_the_point() -> None:
          "spec.load.burstiness: load.burstiness is the shape of gamma gaps"),
         ({"mode": "request_rate", "requestRate": 5, "requestRateMode": "gamma",
           "burstiness": 0}, {}, "spec.load.burstiness: 0: must be greater than 0"),
-        ({"concurrency": 4, "rampUpSeconds": 5}, {},
-         "spec.load.rampUpSeconds: load.rampUpSeconds ramps a request rate"),
         ({"mode": "request_rate", "requestRate": 5, "rampUpSeconds": 5, "workers": 2}, {},
-         "spec.load.rampUpSeconds: load.rampUpSeconds ramps one sender's schedule"),
+         "spec.load.rampUpSeconds: load.rampUpSeconds ramps one sender's"),
         ({"mode": "request_rate", "requestRate": 5, "rampUpSeconds": 5}, {"runner": {
-            "replicas": 2}}, "spec.load.rampUpSeconds: load.rampUpSeconds ramps a request rate"),
+            "replicas": 2}}, "spec.load.rampUpSeconds: load.rampUpSeconds ramps one runner's"),
     ],
 )
 def test_bad_arrival_settings_name_the_field(load: dict, extra: dict, field: str) -> None:
