@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Renders deploy/operator-rbac.yaml (the operator's Namespace, ServiceAccount, ClusterRole and
-# binding for `kubectl apply`, without helm) from the chart, whose files/rbac/*.yaml are the one
+# binding for `kubectl apply`, without helm, and the two ClusterRoles aggregated into the default
+# view and edit roles) from the chart, whose files/rbac/*.yaml are the one
 # source of the operator's RBAC rules; with --admission, deploy/admission-policy.yaml (the
 # ValidatingAdmissionPolicy that checks the creator's rights, and its binding). tests/charts/test_chart.py fails when either file differs.
 #
@@ -34,10 +35,14 @@ cat <<'HEADER'
 # tests/operator/test_rbac.py compares with llmbench/operator/kube.py); do not edit.
 # Regenerate: bash hack/render-rbac.sh > deploy/operator-rbac.yaml
 # Apply after the CRD: kubectl apply -f crds/ -f deploy/operator-rbac.yaml
+# It also aggregates LLMBenchmarks into Kubernetes' default view and edit roles (get/list/watch;
+# edit adds create/update/patch/delete, never status): whoever holds those roles in a namespace
+# may read or write its benchmarks. Remove the two *-view/*-edit ClusterRoles to grant them yourself.
 apiVersion: v1
 kind: Namespace
 metadata:
   name: llmbench-system
 HEADER
 "$HELM" template llmbench-operator charts/llmbench-operator --namespace llmbench-system \
-  --show-only templates/serviceaccount.yaml --show-only templates/rbac.yaml 2> >(grep -v 'found symbolic link in path' >&2)
+  --show-only templates/serviceaccount.yaml --show-only templates/rbac.yaml \
+  --show-only templates/aggregate-roles.yaml 2> >(grep -v 'found symbolic link in path' >&2)

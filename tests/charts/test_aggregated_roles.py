@@ -4,7 +4,10 @@ the API server)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from tests.charts.helm import by_kind, render
 
@@ -38,3 +41,11 @@ def test_a_namespaced_install_names_them_after_its_namespace_and_they_can_be_off
     assert {r["metadata"]["name"] for r in roles.values()} == {
         "bench-llmbench-operator-ops-view", "bench-llmbench-operator-ops-edit"}
     assert _aggregated(render(**{"rbac.aggregateToDefaultRoles": False})) == {}
+
+
+def test_the_kubectl_apply_install_aggregates_them_too() -> None:
+    """deploy/operator-rbac.yaml (kubectl apply without helm) carries the same two roles, so a
+    team bound to view or edit reads or writes LLMBenchmarks whichever way it was installed."""
+    deploy = Path(__file__).resolve().parents[2] / "deploy" / "operator-rbac.yaml"
+    roles = _aggregated([d for d in yaml.safe_load_all(deploy.read_text()) if d])
+    assert roles == _aggregated(render())
