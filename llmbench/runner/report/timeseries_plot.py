@@ -57,8 +57,13 @@ def plot_timeseries(series: TimeSeries, path: str | Path) -> Path | None:
         ax.set_title(title)
         ax.set_ylabel(unit)
         ax.grid(True, alpha=0.3)
-        if len(ax.lines) > 1:
+        if not any(np.isfinite(np.asarray(line.get_ydata(), dtype=float)).any()
+                   for line in ax.lines):
+            ax.text(0.5, 0.5, "not measured in any slice", transform=ax.transAxes,
+                    ha="center", va="center", color="grey")
+        elif len(ax.lines) > 1:
             ax.legend(fontsize="small", loc="best")
+    ax_p.set_xlim(0.0, slices[-1].end_s)
     ax_p.set_xlabel(f"seconds since the first measured request ({series.interval_s:g} s slices)")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
