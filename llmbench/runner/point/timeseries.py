@@ -19,7 +19,8 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -89,10 +90,7 @@ def build_timeseries(
         completed[slot(rec.last_token_ns)] += 1
         osl = rec.output_tokens if rec.output_tokens is not None else rec.output_tokens_client
         if osl:
-            stamps = rec.chunk_ns or [rec.last_token_ns]
-            share = osl / len(stamps)
-            for t in stamps:
-                tokens[slot(t)] += share
+            _spread(tokens, osl, rec.chunk_ns or [rec.last_token_ns], edges, slot)
         if streaming and rec.first_token_ns is not None:
             first_ms = (rec.first_token_ns - rec.sent_ns) / 1e6
             ttft[k].append(first_ms)
@@ -130,6 +128,26 @@ def build_timeseries(
         gpus=sorted(telemetry.gpus) if telemetry is not None else [],
         timeslices=slices,
     )
+
+
+def _spread(
+    tokens: list[float], osl: int, stamps: list[int], edges: list[int],
+    slot: Callable[[int], int],
+) -> None:
+    """Adds a request's ``osl`` tokens to the slices its chunks (``stamps``, in arrival
+    order) arrived in, evenly per chunk.
+
+    By bisection at the slice edges the request spans (one or two, mostly), not chunk by
+    chunk: a long run holds millions of chunks, and this costs no array of them.
+    """
+    share = osl / len(stamps)
+    first, last = slot(stamps[0]), slot(stamps[-1])
+    before = 0
+    for k in range(first, last):
+        upto = bisect_left(stamps, edges[k + 1])
+        tokens[k] += (upto - before) * share
+        before = upto
+    tokens[last] += (len(stamps) - before) * share
 
 
 def _pct(values: list[float], q: int) -> float | None:
