@@ -277,6 +277,7 @@ async def _main(
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import show_progress, validity_lines
     from llmbench.runner.report.telemetry_plot import plot_point_telemetry
+    from llmbench.runner.report.timeseries_plot import plot_point_timeseries
     from llmbench.runner.sweep.run import run_sweep
 
     stop = asyncio.Event()
@@ -294,6 +295,7 @@ async def _main(
             bar.cancel()
         if pr.artifact_dir is not None:
             await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
+            await asyncio.to_thread(plot_point_timeseries, pr.timeseries, pr.artifact_dir)
             if records is not None:
                 records[pr.artifact_dir.name] = pr.records
         return pr

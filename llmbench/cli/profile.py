@@ -260,6 +260,7 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
     from llmbench.runner.point.profile import install_stop_signals, run_profile
     from llmbench.runner.report.console import notes, results_table, show_progress, stderr_console
     from llmbench.runner.report.telemetry_plot import plot_point_telemetry
+    from llmbench.runner.report.timeseries_plot import plot_point_timeseries
 
     console = stderr_console()
     stop = asyncio.Event()
@@ -276,6 +277,7 @@ async def _main(cfg: Any, generate_plots: bool = False) -> int:
         undo()
     if result.artifact_dir is not None:
         await asyncio.to_thread(plot_point_telemetry, result.summary, result.artifact_dir)
+        await asyncio.to_thread(plot_point_timeseries, result.timeseries, result.artifact_dir)
     console.print(results_table(result.summary))
     for line in notes(result.summary):
         console.print(line)

@@ -9,6 +9,10 @@ verdict and the conditions that are not met), or an older run from its results C
 ``-o json``/``-o yaml`` the status (or the run's digest); ``--plot out.png`` draws OTT against
 p99 TTFT of the last runs over each other; ``--compare RUN`` compares the run with run RUN
 through ``llmbench compare``'s rows and verdicts (exit 1 on a regression, as ``compare``).
+``--timeseries`` prints the per-slice time series of a saved run instead: NAME is then the run's
+folder (one profile's point folder, or an analyze folder with one table per point; for an
+``LLMBenchmark``, its folder on ``spec.artifacts.pvc``), read from disk, no cluster needed;
+``-o csv`` prints ``<stem>_timeseries.csv``'s columns, ``-o json``/``-o yaml`` the documents.
 
 Exit codes (:mod:`llmbench.cli.output`): 0 shown; 1 ``--compare`` found a regression; 2 bad
 flags; 3 the benchmark, the run or what was asked for is not there; 4 no access to the cluster
@@ -57,6 +61,8 @@ from llmbench.runner.labels import METRIC_LABELS, format_value
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from llmbench.api.results import TimeSeries
+
 __all__ = ["add_arguments", "run"]
 
 PROG = "llmbench results"
@@ -75,7 +81,9 @@ class Failure(Exception):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``llmbench results NAME [-n NS] [--run N] [--history|--plot PNG|--compare RUN]
     [-o table|json|yaml|csv]``."""
-    p.add_argument("name", help="the LLMBenchmark's name")
+    p.add_argument(
+        "name", help="the LLMBenchmark's name (with --timeseries: a saved run's folder)"
+    )
     p.add_argument(
         "-n", "--namespace", default=None,
         help="its namespace (default: the kubeconfig context's, else 'default')",
@@ -101,6 +109,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compare the run (B) with run RUN (A), as llmbench compare does; exit 1 on a "
         "regression",
     )
+    view.add_argument(
+        "--timeseries", action="store_true",
+        help="print the per-slice time series of a saved run (NAME: its folder, a profile's "
+        "point folder or an analyze folder): requests, TTFT/ITL p50/p99 and tokens/s per "
+        "slice next to the server's queue and KV-cache use and the GPUs' power",
+    )
     add_output_argument(
         p, "json/yaml: the status (with --run: the run's digest; with --history: the history; "
         "with --compare: the comparison); csv: the run's summary CSV (or the comparison's)",
@@ -125,6 +139,8 @@ def _usage_error(args: argparse.Namespace, fmt: str) -> str | None:
         return f"--plot writes a PNG; not with -o {fmt}"
     if args.tolerance is not None and args.compare is None:
         return "--tolerance applies to --compare"
+    if args.timeseries and args.run is not None:
+        return "--timeseries reads a saved run's folder (NAME); --run reads the cluster"
     return None
 
 
@@ -138,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {problem}", file=sys.stderr)
         return USAGE
     try:
+        if args.timeseries:
+            return _timeseries(Path(args.name), fmt)
         cluster = _Cluster.connect(args.kubeconfig, args.context, args.namespace)
         return _show(cluster, args, fmt)
     except Failure as exc:
@@ -575,3 +593,90 @@ def _show(cluster: _Cluster, args: argparse.Namespace, fmt: str) -> int:
     _print_run(_console(), ns, name, run)
     return 0
 
+
+
+# ----------------------------------------------------------------------------------------------
+# --timeseries: a saved run's folder
+# ----------------------------------------------------------------------------------------------
+
+
+def _natural(name: str) -> list[Any]:
+    """``concurrency2`` before ``concurrency16``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _saved_series(folder: Path) -> list[tuple[str, TimeSeries]]:
+    """(point folder name, its time series) of a profile's point folder, or of each point of
+    an analyze folder in load order; Failure when there is none."""
+    from llmbench.api.results import ResultFileError
+    from llmbench.runner.artifacts.timeseries import load_timeseries
+
+    if not folder.is_dir():
+        raise Failure(f"{folder}: no such folder (with --timeseries, NAME is a saved run's "
+                      "folder: a profile's point folder or an analyze folder)")
+    points = [folder] + sorted(
+        (p for p in folder.iterdir() if p.is_dir()), key=lambda p: _natural(p.name)
+    )
+    out: list[tuple[str, TimeSeries]] = []
+    for point in points:
+        try:
+            series = load_timeseries(point)
+        except ResultFileError as exc:
+            raise Failure(str(exc)) from None
+        if series is not None:
+            out.append((point.name, series))
+        if point == folder and out:
+            return out  # a point folder: its own series only
+    if not out:
+        raise Failure(f"{folder}: no *_timeseries.json here or in its point folders (a point "
+                      "without a completed request has none; runs before llmbench wrote time "
+                      "series have none)")
+    return out
+
+
+def _timeseries_table(name: str, series: TimeSeries) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"{name}: {series.interval_s:g} s slices "
+                  f"({len(series.servers)} servers, {len(series.gpus)} GPUs scraped)")
+    columns = ("slice", "start-end (s)", "sent", "done", "failed", "TTFT p50 (ms)",
+               "TTFT p99 (ms)", "ITL p50 (ms)", "ITL p99 (ms)", "OTT (tok/s)", "running",
+               "waiting", "KV cache (%)", "GPU power (W)", "GPU util (%)")
+    for c in columns:
+        table.add_column(c, justify="right")
+    for s in series.timeslices:
+        kv = None if s.kv_cache_usage is None else 100.0 * s.kv_cache_usage
+        table.add_row(
+            str(s.timeslice_index), f"{s.start_s:.1f}-{s.end_s:.1f}", str(s.requests_sent),
+            str(s.requests_completed), str(s.requests_failed), format_value(s.ttft_p50_ms),
+            format_value(s.ttft_p99_ms), format_value(s.itl_p50_ms), format_value(s.itl_p99_ms),
+            format_value(s.output_token_throughput), format_value(s.requests_running, 1),
+            format_value(s.requests_waiting, 1), format_value(kv, 1),
+            format_value(s.gpu_power_w, 1), format_value(s.gpu_utilization_pct, 1),
+        )
+    return table
+
+
+def _timeseries(folder: Path, fmt: str) -> int:
+    """``--timeseries``: the saved run's slices as tables, CSV or documents."""
+    from llmbench.runner.artifacts.timeseries import timeseries_csv
+
+    found = _saved_series(folder)
+    if fmt == "csv":
+        if len(found) == 1:
+            sys.stdout.write(timeseries_csv(found[0][1]))
+            return 0
+        for k, (name, series) in enumerate(found):  # one table, a Point column first
+            lines = timeseries_csv(series).splitlines(keepends=True)
+            if k == 0:
+                sys.stdout.write("Point," + lines[0])
+            sys.stdout.writelines(f"{name},{line}" for line in lines[1:])
+        return 0
+    if fmt != "table":
+        docs = {name: series.to_dict() for name, series in found}
+        write_data(next(iter(docs.values())) if len(docs) == 1 else docs, fmt)
+        return 0
+    console = _console()
+    for name, series in found:
+        console.print(_timeseries_table(name, series))
+    return 0

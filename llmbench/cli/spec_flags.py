@@ -330,8 +330,8 @@ _POINT: Layout = (
 #: ``profile``'s groups after the telemetry group.
 _OUTPUT: Layout = (
     ("output", (
-        "--goodput", "--artifact-dir", "--profile-export-file", "--generate-plots",
-        "--enable-checkpointing", "--verbose",
+        "--goodput", "--artifact-dir", "--profile-export-file", "--timeseries-interval",
+        "--generate-plots", "--enable-checkpointing", "--verbose",
     )),
 )
 #: What ``analyze`` adds to ``profile``'s flags.

@@ -29,7 +29,8 @@ use it. One module per document and part, every public name imported from here:
 * :mod:`.files`: the base model and reading a file back (:func:`read_result`);
 * :mod:`.point`: one load point (:class:`PointResult` and its parts);
 * :mod:`.telemetry`: a point's telemetry section (:class:`TelemetrySummary`);
-* :mod:`.sweep`: a sweep's analysis (:class:`SweepAnalysis`).
+* :mod:`.sweep`: a sweep's analysis (:class:`SweepAnalysis`);
+* :mod:`.timeseries`: a point's time series (:class:`TimeSeries`).
 """
 
 from .files import (
@@ -88,6 +89,7 @@ from .telemetry import (
     TelemetrySummary,
     ValiditySignal,
 )
+from .timeseries import TimeSeries, TimeSlice
 
 __all__ = [
     "GENAI_PERF_METRICS",
@@ -133,6 +135,8 @@ __all__ = [
     "SweepAnalysis",
     "SweepPoint",
     "TelemetrySummary",
+    "TimeSeries",
+    "TimeSlice",
     "TokenCounts",
     "ValiditySignal",
     "Window",

@@ -9,8 +9,9 @@ from typing import Annotated, ClassVar
 from pydantic import Field, Strict
 
 from ..rules import ApiModel, FieldRules, Rule, cel_string, re2_matches
+from .flag import CliFlag
 from .target import LABEL_KEY_PATTERN, LabelValue
-from .types import URL_PATTERN, Int, PositiveInt, Str, cel_value
+from .types import URL_PATTERN, Float, Int, PositiveInt, Str, cel_value
 
 __all__ = [
     "QUANTITY_PATTERN",
@@ -51,6 +52,23 @@ class Telemetry(ApiModel):
     server_metrics: Annotated[
         str, Strict(), Field(max_length=2048), _telemetry_source("serverMetrics")
     ] = Field(default="auto", description="'auto' (target /metrics), 'off', or a URL.")
+    timeseries_interval_seconds: Annotated[
+        Float,
+        CliFlag(
+            "--timeseries-interval",
+            metavar="S",
+            help="seconds per slice of each point's time series (<stem>_timeseries.csv/.json: "
+            "requests, TTFT/ITL p50/p99 and tokens/s next to the scraped server and GPU "
+            "gauges); default 1",
+        ),
+    ] = Field(
+        default=1.0,
+        gt=0,
+        le=3600,
+        description="Seconds per slice of each point's time series: the client's requests, "
+        "TTFT/ITL percentiles and output tokens/s per slice, next to the server's and the "
+        "GPUs' scraped gauges over the same seconds.",
+    )
 
 
 #: A Kubernetes resource quantity as the runner block takes it (``500m``, ``2``, ``1Gi``).

@@ -18,6 +18,7 @@ __all__ = [
     "PROFILE_EXPORT",
     "REQUESTS_JSONL",
     "TELEMETRY_PNG",
+    "TIMESERIES_PNG",
     "default_artifact_dir",
     "point_dir_name",
 ]
@@ -30,6 +31,8 @@ REQUESTS_JSONL = f"{DEFAULT_STEM}_llmbench_requests.jsonl"
 INPUTS_JSON = "inputs.json"
 #: GPU power, utilisation and KV-cache usage over the window, when telemetry was scraped.
 TELEMETRY_PNG = "telemetry.png"
+#: The point's time series: TTFT p99 and OTT per slice over server and GPU gauges.
+TIMESERIES_PNG = "timeseries.png"
 
 
 def _artifact_model_name(model: str, models: Sequence[str] = ()) -> str:

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llmbench.api.results import PointResult
+from llmbench.api.results import PointResult, TimeSeries
 from llmbench.runner.artifacts.genai_perf_csv import genai_perf_csv
 from llmbench.runner.artifacts.layout import DEFAULT_STEM, INPUTS_JSON
 from llmbench.runner.artifacts.perf_analyzer import write_perf_analyzer_export
+from llmbench.runner.artifacts.timeseries import timeseries_csv, timeseries_paths
 from llmbench.runner.client.records import RequestRecord
 
 __all__ = ["write_atomic", "write_profile_artifacts"]
@@ -31,12 +32,14 @@ def write_profile_artifacts(
     inputs: dict[str, Any] | None = None,
     stem: str = DEFAULT_STEM,
     bodies: Sequence[bytes | str] | None = None,
+    timeseries: TimeSeries | None = None,
 ) -> list[Path]:
     """Writes the profile's files and returns their paths; ``summary`` is written as given.
 
     ``stem`` is GenAI-Perf's ``--profile-export-file`` without ``.json``: every export file is
     named after it (``<stem>.json``, ``<stem>_genai_perf.json``, ``<stem>_genai_perf.csv``,
-    ``<stem>_llmbench_requests.jsonl``). ``bodies`` are the distinct request bodies as sent
+    ``<stem>_llmbench_requests.jsonl``; given a ``timeseries``, ``<stem>_timeseries.json`` and
+    ``<stem>_timeseries.csv``). ``bodies`` are the distinct request bodies as sent
     (record ``i`` sent ``bodies[i % len(bodies)]``); without them the payloads come from
     ``inputs``. ``summary.window.epoch_offset_ns`` (taken when the point started) turns our
     monotonic stamps into epoch time.
@@ -80,4 +83,9 @@ def write_profile_artifacts(
     p = directory / f"{stem}_genai_perf.csv"
     write_atomic(p, genai_perf_csv(summary))
     written.append(p)
+    if timeseries is not None:
+        json_path, csv_path = timeseries_paths(directory, stem)
+        write_atomic(json_path, timeseries.to_json(indent=2))
+        write_atomic(csv_path, timeseries_csv(timeseries))
+        written += [json_path, csv_path]
     return written

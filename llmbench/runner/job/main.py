@@ -67,6 +67,7 @@ from llmbench.runner.point.config import ProfileConfig, point_config
 from llmbench.runner.point.preflight import ProfileError, preflight
 from llmbench.runner.point.profile import ProfileResult, install_stop_signals, run_profile
 from llmbench.runner.report.telemetry_plot import plot_point_telemetry
+from llmbench.runner.report.timeseries_plot import plot_point_timeseries
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, analysis, summary_csv, write_exports
 from llmbench.runner.sweep.run import (
     CHECKPOINT,
@@ -550,6 +551,7 @@ class _Job:
                 pr = await self.watched(spec, cfg, point_stop)
             if pr.artifact_dir is not None and not self.follower:  # a follower has no scrapes
                 await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
+                await asyncio.to_thread(plot_point_timeseries, pr.timeseries, pr.artifact_dir)
             if pr.artifact_dir is not None:
                 await asyncio.to_thread(self.scrubber.tree, pr.artifact_dir)
             return pr

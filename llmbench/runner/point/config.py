@@ -61,6 +61,10 @@ class ProfileConfig:
     telemetry: Any = field(default=None, repr=False)
     #: ``--measurement-interval``: stable time windows instead of a request budget.
     stability: StabilityConfig | None = None
+    #: ``--timeseries-interval``: seconds per slice of the point's time series.
+    timeseries_interval_s: float = field(
+        default=1.0, metadata={"spec": "telemetry.timeseries_interval_seconds"}
+    )
 
     def path(self) -> str:
         return self.endpoint or ENDPOINT_PATHS[self.endpoint_type]
@@ -249,6 +253,7 @@ def point_config(
         ramp = ramp_arrivals(load_cfg)
         load_cfg = replace(load_cfg, warmup_request_count=load_cfg.warmup_request_count + ramp)
     return ProfileConfig(
+        **spec_values(ProfileConfig, spec),
         url=target.base_url(spec.namespace),
         model=target.model or (w.models[0] if w.models else None),
         endpoint_type=target.endpoint_type,

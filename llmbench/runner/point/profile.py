@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from llmbench.api.results import ClientHealth, ConcurrencyRamp, LoopStall, PointResult
+from llmbench.api.results import (
+    ClientHealth,
+    ConcurrencyRamp,
+    LoopStall,
+    PointResult,
+    TimeSeries,
+)
 from llmbench.runner.artifacts.input_config import genai_perf_input_config
 from llmbench.runner.artifacts.write import write_profile_artifacts
 from llmbench.runner.client.records import SOURCE_TOKENIZER, RequestRecord
@@ -36,6 +42,7 @@ from llmbench.runner.point.stability import (
     settle_records,
     watch_windows,
 )
+from llmbench.runner.point.timeseries import build_timeseries
 from llmbench.runner.telemetry.summary import telemetry_section
 from llmbench.runner.workload import datasets
 from llmbench.runner.workload import requests as workload_mod
@@ -72,11 +79,13 @@ class PointShard(Protocol):
 
 @dataclass
 class ProfileResult:
-    """One measured point: its result model, its records and where its files went."""
+    """One measured point: its result model, its records, its time series (None: nothing
+    completed) and where its files went."""
 
     summary: PointResult
     records: list[RequestRecord]
     artifact_dir: Path | None
+    timeseries: TimeSeries | None = None
 
 
 
@@ -275,6 +284,10 @@ async def run_profile(
         summary.telemetry = telemetry_section(
             result, records, output_tokens=measured_osl, window_s=summary.window.duration_s
         )
+    timeseries = build_timeseries(
+        records, result, interval_s=cfg.timeseries_interval_s, streaming=streaming,
+        epoch_offset_ns=epoch_offset_ns,
+    )
     note_memory("summary")
     out_dir = cfg.resolved_artifact_dir() if write else None
     if out_dir is not None:
@@ -284,10 +297,11 @@ async def run_profile(
             summary.input_config, stem=cfg.export_stem, artifact_dir=out_dir.parent
         )
         write_profile_artifacts(
-            out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies
+            out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies,
+            timeseries=timeseries,
         )
         note_memory("exports")
-    return ProfileResult(summary, records, out_dir)
+    return ProfileResult(summary, records, out_dir, timeseries)
 
 
 def _as_sent(

@@ -9,7 +9,9 @@ Two ways in, one renderer each, so a report made in the run and one made later a
   sweep: :func:`~llmbench.runner.sweep.saved.load_sweep`; a profile: its result and records)
   and calls the same renderers.
 
-A renderer writes the plots (``plots/``) and the page, never an export: the CSV and JSON are
+Per point it embeds ``telemetry.png`` and ``timeseries.png`` (drawn by the run; a point's
+``timeseries.png`` is drawn from its ``<stem>_timeseries.json`` when missing). A renderer
+writes the plots (``plots/``) and the page, never an export: the CSV and JSON are
 written by the run, from the same analysis. The HTML embeds its PNGs as base64 so it can be
 mailed, attached to a CI run or stored in a ConfigMap without its folder.
 """
@@ -26,8 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llmbench.api.results import PointResult, SearchSummary, SweepAnalysis
-from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, TELEMETRY_PNG
+from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, TELEMETRY_PNG, TIMESERIES_PNG
 from llmbench.runner.artifacts.read import load_records, load_summary
+from llmbench.runner.artifacts.timeseries import load_timeseries
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.labels import DISTRIBUTIONS, METRIC_LABELS
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, ANALYZE_JSON, findings, summary_csv
@@ -123,6 +126,23 @@ def saved_records(run_dir: Path) -> RecordsOf:
     return of
 
 
+def _timeseries_png(folder: Path) -> Path | None:
+    """The point's ``timeseries.png``; drawn from its saved ``<stem>_timeseries.json`` when
+    the run did not draw it (a report made later); None when the point has no time series."""
+    png = folder / TIMESERIES_PNG
+    if png.is_file():
+        return png
+    try:
+        series = load_timeseries(folder)
+    except (OSError, ValueError):
+        return None
+    if series is None:
+        return None
+    from llmbench.runner.report.timeseries_plot import plot_timeseries
+
+    return plot_timeseries(series, png)
+
+
 def _records(records: RecordsOf, names: Iterable[str]) -> list[RequestRecord]:
     return [rec for name in names for rec in records(name)]
 
@@ -215,6 +235,20 @@ def render_report(
         body.append("<h2>GPU and server telemetry per point</h2>")
         for label, png in telemetry_pngs:
             body += [f"<h3>{html.escape(label)}</h3>", _img(png)]
+    series_pngs = [
+        (p.label, drawn)
+        for p in data.points
+        for r in p.runs
+        if (run_dir / r.name).is_dir()
+        and (drawn := _timeseries_png(run_dir / r.name)) is not None
+    ]
+    if series_pngs:
+        body.append(
+            "<h2>Time series per point: TTFT and OTT next to the server's queue, KV-cache use "
+            "and GPU power</h2>"
+        )
+        for label, series_png in series_pngs:
+            body += [f"<h3>{html.escape(label)}</h3>", _img(series_png)]
     body += [
         "<h2>Benchmark spec</h2>",
         f"<pre>{html.escape(json.dumps(data.spec, indent=2))}</pre>",
@@ -266,6 +300,9 @@ def render_profile_report(
     body += [_img(p) for p in pngs if p is not None]
     if (folder / TELEMETRY_PNG).is_file():
         body.append(_img(folder / TELEMETRY_PNG))
+    series_png = _timeseries_png(folder)
+    if series_png is not None:
+        body += ["<h2>Time series</h2>", _img(series_png)]
     body += ["<h2>Arguments</h2>", f"<pre>{html.escape(json.dumps(cfg, indent=2))}</pre>"]
     out.write_text(_page(f"llmbench profile: {label}", body), encoding="utf-8")
     return out

@@ -50,8 +50,11 @@ def test_analyze_writes_valid_pngs_and_report(sweep_dir: Path) -> None:
     html = (sweep_dir / REPORT_HTML).read_text()
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
     # plus the profile's telemetry.png per point (the sim's own /metrics is scraped by default)
+    # and its timeseries.png, one per point
     telemetry = list(sweep_dir.glob("*/telemetry.png"))
-    assert len(images) == len(EXPECTED) + len(telemetry)
+    series = list(sweep_dir.glob("*/timeseries.png"))
+    assert len(series) == 3
+    assert len(images) == len(EXPECTED) + len(telemetry) + len(series)
     for b64 in images:
         assert_png(base64.b64decode(b64))
     assert "analyze_export_genai_perf.csv" in html and "max OTT under SLO" in html
@@ -68,9 +71,10 @@ def test_report_rebuilds_from_saved_artefacts(sweep_dir: Path, tmp_path: Path,
     assert main(["report", str(sweep_dir), "--output-file", str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     telemetry = list(sweep_dir.glob("*/telemetry.png"))
+    series = list(sweep_dir.glob("*/timeseries.png"))
     assert len(re.findall(r"data:image/png;base64,", out.read_text())) == len(EXPECTED) + len(
         telemetry
-    )
+    ) + len(series)
     assert len(list((sweep_dir / PLOTS_DIR).glob("*.png"))) == len(EXPECTED)
 
 
@@ -95,7 +99,8 @@ def test_report_of_one_profile_folder(sweep_dir: Path) -> None:
     html = (point / REPORT_HTML).read_text()
     assert "Time To First Token (ms)" in html
     extra = 1 if (point / "telemetry.png").exists() else 0
-    assert len(re.findall(r"data:image/png;base64,", html)) == 3 + extra
+    assert (point / "timeseries.png").exists()  # the point's time series, one more image
+    assert len(re.findall(r"data:image/png;base64,", html)) == 3 + extra + 1
 
 
 def test_report_of_a_non_result_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
