@@ -628,7 +628,7 @@ def _saved_series(folder: Path) -> list[tuple[str, TimeSeries]]:
         if point == folder and out:
             return out  # a point folder: its own series only
     if not out:
-        raise Failure(f"{folder}: no *_timeseries.json here or in its point folders (a point "
+        raise Failure(f"{folder}: no *_timeseries.jsonl here or in its point folders (a point "
                       "without a completed request has none; runs before llmbench wrote time "
                       "series have none)")
     return out

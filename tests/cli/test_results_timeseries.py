@@ -12,7 +12,7 @@ from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.point.timeseries import build_timeseries
 
 
-def _saved(folder: Path, name: str = "profile_export_timeseries.json") -> None:
+def _saved(folder: Path, name: str = "profile_export_timeseries.jsonl") -> None:
     records = [RequestRecord(index=i, sent_ns=i * 10**8, first_token_ns=i * 10**8 + 10**7,
                              last_token_ns=i * 10**8 + 3 * 10**7,
                              chunk_ns=[i * 10**8 + 10**7, i * 10**8 + 3 * 10**7],
@@ -29,7 +29,7 @@ def test_missing_folder_and_folder_without_series(
     assert main(["results", str(tmp_path / "nope"), "--timeseries"]) == 3
     assert "no such folder" in capsys.readouterr().err
     assert main(["results", str(tmp_path), "--timeseries"]) == 3
-    assert "no *_timeseries.json" in capsys.readouterr().err
+    assert "no *_timeseries.jsonl" in capsys.readouterr().err
 
 
 def test_a_broken_file_names_itself_and_the_field(
@@ -37,10 +37,10 @@ def test_a_broken_file_names_itself_and_the_field(
 ) -> None:
     point = tmp_path / "p"
     point.mkdir()
-    (point / "profile_export_timeseries.json").write_text('{"interval_s": "soon"}')
+    (point / "profile_export_timeseries.jsonl").write_text('{"interval_s": "soon"}')
     assert main(["results", str(point), "--timeseries"]) == 3
     err = capsys.readouterr().err
-    assert "profile_export_timeseries.json" in err and "interval_s" in err
+    assert "profile_export_timeseries.jsonl" in err and "interval_s" in err
 
 
 def test_an_analyze_folder_prints_every_point_in_value_order(

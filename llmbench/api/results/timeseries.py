@@ -1,4 +1,4 @@
-"""One point's time series (``<stem>_timeseries.json``): its client figures and the scraped
+"""One point's time series (``<stem>_timeseries.jsonl``): its client figures and the scraped
 server and GPU gauges, slice by slice, on one clock.
 
 Why a document of its own rather than a key of :class:`~.point.PointResult`: a point's result

@@ -1,7 +1,9 @@
-"""``<stem>_timeseries.json`` and ``<stem>_timeseries.csv``: one point's slices on disk.
+"""``<stem>_timeseries.jsonl`` and ``<stem>_timeseries.csv``: one point's slices on disk.
 
-The JSON is the :class:`~llmbench.api.results.TimeSeries` document (AIPerf's
-``timeslices``/``timeslice_index`` names, our columns); the CSV is one row a slice, the client's
+The JSON Lines file holds one line, the :class:`~llmbench.api.results.TimeSeries` document
+(AIPerf's ``timeslices``/``timeslice_index`` names, our columns); not a ``.json`` file, so
+GenAI-Perf's ``*.json`` folder scan never takes it for an export (as with the per-request
+records). The CSV is one row a slice, the client's
 figures then the scraped ones, units in the headers, so a spreadsheet or ``pandas.read_csv``
 plots it as it is. Empty cells are figures the slice had nothing to measure for. Both are
 written by the run from the series it holds (``write.write_profile_artifacts``);
@@ -50,8 +52,8 @@ TIMESERIES_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def timeseries_paths(directory: Path, stem: str = DEFAULT_STEM) -> tuple[Path, Path]:
-    """``(<stem>_timeseries.json, <stem>_timeseries.csv)`` in ``directory``."""
-    return directory / f"{stem}_timeseries.json", directory / f"{stem}_timeseries.csv"
+    """``(<stem>_timeseries.jsonl, <stem>_timeseries.csv)`` in ``directory``."""
+    return directory / f"{stem}_timeseries.jsonl", directory / f"{stem}_timeseries.csv"
 
 
 def _cell(s: TimeSlice, name: str) -> str:
@@ -83,8 +85,8 @@ def load_timeseries(directory: Path) -> TimeSeries | None:
     Raises:
         ResultFileError: the file is there but is not a time series (names file and field).
     """
-    found = sorted(directory.glob("*_timeseries.json"))
+    found = sorted(directory.glob("*_timeseries.jsonl"))
     if not found:
         return None
-    default = directory / f"{DEFAULT_STEM}_timeseries.json"
+    default = directory / f"{DEFAULT_STEM}_timeseries.jsonl"
     return read_result(TimeSeries, default if default in found else found[0])

@@ -38,7 +38,7 @@ def write_profile_artifacts(
 
     ``stem`` is GenAI-Perf's ``--profile-export-file`` without ``.json``: every export file is
     named after it (``<stem>.json``, ``<stem>_genai_perf.json``, ``<stem>_genai_perf.csv``,
-    ``<stem>_llmbench_requests.jsonl``; given a ``timeseries``, ``<stem>_timeseries.json`` and
+    ``<stem>_llmbench_requests.jsonl``; given a ``timeseries``, ``<stem>_timeseries.jsonl`` and
     ``<stem>_timeseries.csv``). ``bodies`` are the distinct request bodies as sent
     (record ``i`` sent ``bodies[i % len(bodies)]``); without them the payloads come from
     ``inputs``. ``summary.window.epoch_offset_ns`` (taken when the point started) turns our
@@ -85,7 +85,7 @@ def write_profile_artifacts(
     written.append(p)
     if timeseries is not None:
         json_path, csv_path = timeseries_paths(directory, stem)
-        write_atomic(json_path, timeseries.to_json(indent=2))
+        write_atomic(json_path, timeseries.to_json() + "\n")
         write_atomic(csv_path, timeseries_csv(timeseries))
         written += [json_path, csv_path]
     return written

@@ -10,7 +10,7 @@ Two ways in, one renderer each, so a report made in the run and one made later a
   and calls the same renderers.
 
 Per point it embeds ``telemetry.png`` and ``timeseries.png`` (drawn by the run; a point's
-``timeseries.png`` is drawn from its ``<stem>_timeseries.json`` when missing). A renderer
+``timeseries.png`` is drawn from its ``<stem>_timeseries.jsonl`` when missing). A renderer
 writes the plots (``plots/``) and the page, never an export: the CSV and JSON are
 written by the run, from the same analysis. The HTML embeds its PNGs as base64 so it can be
 mailed, attached to a CI run or stored in a ConfigMap without its folder.
@@ -127,7 +127,7 @@ def saved_records(run_dir: Path) -> RecordsOf:
 
 
 def _timeseries_png(folder: Path) -> Path | None:
-    """The point's ``timeseries.png``; drawn from its saved ``<stem>_timeseries.json`` when
+    """The point's ``timeseries.png``; drawn from its saved ``<stem>_timeseries.jsonl`` when
     the run did not draw it (a report made later); None when the point has no time series."""
     png = folder / TIMESERIES_PNG
     if png.is_file():

@@ -5,7 +5,7 @@ Why these panels together: a point's p99 TTFT can drift while its mean stays put
 with the server's queue and KV-cache use and the GPUs' power over the same seconds, the cause
 is visible (a queue forming as the cache fills, a power cap). Like ``telemetry.png`` it is
 drawn by whoever ran the point, from the series in memory (:func:`plot_point_timeseries`), and
-embedded by the HTML report; a report made later draws it from ``<stem>_timeseries.json``.
+embedded by the HTML report; a report made later draws it from ``<stem>_timeseries.jsonl``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def test_slices_match_the_sims_records_and_scrapes(
     )
     assert code == 0
     series = TimeSeries.model_validate_json(
-        (point / "profile_export_timeseries.json").read_text()
+        (point / "profile_export_timeseries.jsonl").read_text()
     )
     assert (point / "profile_export_timeseries.csv").is_file()
     assert (point / "timeseries.png").is_file()

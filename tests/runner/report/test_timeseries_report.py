@@ -36,7 +36,7 @@ def test_saved_series_reads_back_and_a_later_report_draws_it(tmp_path: Path) -> 
     written = write_profile_artifacts(folder, records, summary, {"data": []},
                                       timeseries=series)
     names = {p.name for p in written}
-    assert {"profile_export_timeseries.json", "profile_export_timeseries.csv"} <= names
+    assert {"profile_export_timeseries.jsonl", "profile_export_timeseries.csv"} <= names
     assert load_timeseries(folder) == series
     # another export stem names the files after it, and they read back too
     other = tmp_path / "other"
