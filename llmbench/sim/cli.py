@@ -100,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    choices=REASONING_FIELDS,
                    help="the delta key of reasoning text: vLLM/SGLang's reasoning_content "
                         "or OpenAI-style reasoning (default %(default)s)")
+    o.add_argument("--no-reasoning-usage", dest="sim_reasoning_usage", action="store_false",
+                   help="leave completion_tokens_details.reasoning_tokens out of the usage, "
+                        "as servers that do not count reasoning there (clients must count "
+                        "the reasoning text themselves)")
     o.add_argument("--default-max-tokens", dest="sim_default_max_tokens", type=int,
                    default=d.default_max_tokens, help="max_tokens when a request has none")
     o.add_argument("--max-model-len", dest="sim_max_model_len", type=int,

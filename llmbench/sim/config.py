@@ -38,6 +38,7 @@ class SimConfig:
     natural_output_tokens: int = 0
     reasoning_tokens: int = 0
     reasoning_field: str = "reasoning_content"
+    reasoning_usage: bool = True
     default_max_tokens: int = 256
     max_model_len: int = 32768
     kv_cache_tokens: int = 0

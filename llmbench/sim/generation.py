@@ -20,7 +20,8 @@ Non-streaming responses are written once the last token is due (first = last tok
 Reasoning (``--reasoning-tokens N``, chat only): the first N tokens of each answer go out as
 ``reasoning_content`` (or ``reasoning``, ``--reasoning-field``) deltas on the same deadlines,
 the rest as ``content``; a chunk never straddles the boundary, the usage says
-``completion_tokens_details.reasoning_tokens`` and the record keeps both first-token times.
+``completion_tokens_details.reasoning_tokens`` (unless ``--no-reasoning-usage``) and the record
+keeps both first-token times.
 
 ``time.perf_counter_ns`` is ``CLOCK_MONOTONIC`` on Linux, so a client process on the same
 host can compare its own timestamps with ``GET /sim/records`` directly. Timers fire with the
@@ -294,7 +295,7 @@ class Gen:
         p = self.rec.prompt_tokens
         usage: dict[str, Any] = {"prompt_tokens": p, "total_tokens": p + self.n,
                                  "completion_tokens": self.n}
-        if self.reasoning:
+        if self.reasoning and self.sim.config.reasoning_usage:
             usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning}
         return usage
 

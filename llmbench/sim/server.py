@@ -442,6 +442,7 @@ class SimServer:
                    "prefill_ms_per_token", "max_num_seqs", "tokens_per_chunk",
                    "max_events_per_write",
                    "natural_output_tokens", "reasoning_tokens", "reasoning_field",
+                   "reasoning_usage",
                    "default_max_tokens", "error_rate_429",
                    "error_rate_500", "disconnect_rate", "malformed_rate"}
         bad = sorted(set(req) - mutable)
