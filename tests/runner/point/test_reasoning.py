@@ -160,3 +160,31 @@ def test_a_run_without_reasoning_has_none_of_the_keys(sims: SimFactory,
     assert not set(REASONING_KEYS) & set(doc["llmbench"])
     assert not any(set(RECORD_KEYS) & set(r) for r in measured_records(point))
     assert not any("Answer" in k or "Reasoning" in k for k in csv_rows(point))
+
+
+def test_a_sweep_reports_the_answer_s_start_and_the_reasoning_per_point(
+    sims: SimFactory, tmp_path: Path
+) -> None:
+    url = sims("--ttft-ms", "5", "--itl-ms", "2", "--reasoning-tokens", "6")
+    out = tmp_path / "run"
+    load = [a for a in LOAD if a not in ("--concurrency", "2")]
+    assert main(["analyze", "-u", url, "--sweep-list", "1,2", "--repetitions", "2", *load,
+                 "--artifact-dir", str(out), "--no-plots"]) == 0
+    doc = json.loads((out / "analyze_export_genai_perf.json").read_text())
+    table = list(csv.reader(io.StringIO((out / "analyze_export_genai_perf.csv").read_text())))
+    head, *body = table[: table.index([])]  # table 1 ends at the empty row
+    rows = [dict(zip(head, r, strict=True)) for r in body]
+    assert len(rows) == len(doc["points"]) == 2
+    for row, p in zip(rows, doc["points"], strict=True):
+        metrics = p["metrics"]
+        # the mean over the repetitions of each one's p99 TTFA, read from its own file
+        p99s = []
+        for run in p["runs"]:
+            point = json.loads((out / run["name"] / "profile_export_genai_perf.json").read_text())
+            p99s.append(point["llmbench"]["time_to_first_answer_token"]["p99"])
+            assert point["llmbench"]["reasoning_token_count"]["avg"] == 6
+        assert metrics["ttfa_p99_ms"] == pytest.approx(np.mean(p99s))
+        assert metrics["reasoning_tokens_avg"] == 6
+        assert metrics["ttfa_p99_ms"] > metrics["ttft_p99_ms"]  # 6 decode steps later
+        assert row["p99 Time To First Answer Token (ms)"] == f"{metrics['ttfa_p99_ms']:.2f}"
+        assert row["Avg. Reasoning Token Count (tokens)"] == "6.00"
