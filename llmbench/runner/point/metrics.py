@@ -280,19 +280,21 @@ def reasoning_metrics(derived: Sequence[PerRequest], streaming: bool) -> dict[st
 
     split = [answer_of(d) for d in derived]
 
-    def streamed(values: Iterable[float | None]) -> Stat | None:
-        return stats((v for v in values if v is not None), "ms") if streaming else None
+    def ms(values: Iterable[float | None]) -> Stat | None:
+        return stats((v for v in values if v is not None), "ms")
 
-    return {
-        "time_to_first_reasoning_token": streamed(d.ttfr_ms for d in derived if d.reasoned),
-        "time_to_first_answer_token": streamed(ttfa for ttfa, _, _ in split),
-        "answer_inter_token_latency": streamed(itl for _, _, itl in split),
+    out = {
         "reasoning_token_count": stats(
             (n for n in (d.reasoning_tokens if d.reasoned else 0 for d in derived)
              if n is not None), "tokens"
         ),
         "answer_token_count": stats((n for _, n, _ in split if n is not None), "tokens"),
     }
+    if streaming:  # without streaming the times are absent, as TTFT is
+        out["time_to_first_reasoning_token"] = ms(d.ttfr_ms for d in derived if d.reasoned)
+        out["time_to_first_answer_token"] = ms(ttfa for ttfa, _, _ in split)
+        out["answer_inter_token_latency"] = ms(itl for _, _, itl in split)
+    return out
 
 
 def inter_arrival(stamps_ns: Sequence[int]) -> InterArrival | None:

@@ -188,3 +188,35 @@ def test_a_sweep_reports_the_answer_s_start_and_the_reasoning_per_point(
         assert metrics["ttfa_p99_ms"] > metrics["ttft_p99_ms"]  # 6 decode steps later
         assert row["p99 Time To First Answer Token (ms)"] == f"{metrics['ttfa_p99_ms']:.2f}"
         assert row["Avg. Reasoning Token Count (tokens)"] == "6.00"
+
+
+def test_a_point_with_some_answers_reasoning_counts_the_others_as_answer_only() -> None:
+    from llmbench.runner.client.records import RequestRecord
+    from llmbench.runner.point.metrics import summarize
+
+    ms = 1_000_000
+
+    def rec(i: int, reasoning: int) -> RequestRecord:
+        chunks = [(20 + 2 * k) * ms for k in range(10)]  # TTFT 20 ms, 10 tokens, 2 ms apart
+        r = RequestRecord(index=i, sent_ns=0, first_token_ns=chunks[0], last_token_ns=chunks[-1],
+                          chunk_ns=chunks, output_tokens=10, output_tokens_source="server")
+        if reasoning:
+            r.first_reasoning_ns, r.first_answer_ns = chunks[0], chunks[reasoning]
+            r.reasoning_tokens, r.reasoning_tokens_source = reasoning, "server"
+        return r
+
+    result = summarize([rec(0, 4), rec(1, 0)], streaming=True)
+    ttfr, ttfa = result.time_to_first_reasoning_token, result.time_to_first_answer_token
+    itl, count = result.answer_inter_token_latency, result.reasoning_token_count
+    answer = result.answer_token_count
+    assert ttfr is not None and (ttfr.min, ttfr.max) == (20, 20)  # the one that reasoned
+    assert ttfa is not None and (ttfa.min, ttfa.max) == (20, 28)  # the other: its TTFT
+    assert itl is not None and (itl.min, itl.max) == (2, 2)  # (38 - 28) / 5 and its ITL
+    assert count is not None and (count.min, count.max) == (0, 4)
+    assert answer is not None and (answer.min, answer.max) == (6, 10)
+    plain = summarize([rec(0, 0)], streaming=True)
+    assert "time_to_first_answer_token" not in plain.to_dict()["llmbench"]
+    unstreamed = summarize([rec(0, 4)], streaming=False)
+    assert unstreamed.time_to_first_answer_token is None
+    assert "time_to_first_answer_token" not in unstreamed.to_dict()["llmbench"]
+    assert unstreamed.reasoning_token_count is not None
