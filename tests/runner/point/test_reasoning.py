@@ -220,3 +220,19 @@ def test_a_point_with_some_answers_reasoning_counts_the_others_as_answer_only() 
     assert unstreamed.time_to_first_answer_token is None
     assert "time_to_first_answer_token" not in unstreamed.to_dict()["llmbench"]
     assert unstreamed.reasoning_token_count is not None
+
+
+def test_shard_records_carry_the_reasoning_split_to_the_leader() -> None:
+    from llmbench.runner.client.records import RequestRecord
+    from llmbench.runner.load.shards import pack_records, shift_records, unpack_records
+
+    rec = RequestRecord(index=3, sent_ns=1_000, first_token_ns=2_000, last_token_ns=9_000,
+                        chunk_ns=[2_000, 5_000, 9_000], output_tokens=3,
+                        output_tokens_source="server", first_reasoning_ns=2_000,
+                        first_answer_ns=5_000, reasoning_tokens=1,
+                        reasoning_tokens_source="server")
+    text, trimmed = pack_records([rec])
+    (back,) = unpack_records(text)
+    assert not trimmed and back.to_json() == rec.to_json()
+    shift_records([back], 500)  # onto the leader's clock: every stamp moves
+    assert (back.first_reasoning_ns, back.first_answer_ns) == (2_500, 5_500)
