@@ -69,6 +69,16 @@ def test_every_metric_key_of_a_measured_point_is_defined_in_metrics_md() -> None
     assert not missing, f"docs/metrics.md does not define {missing}"
     for key in SLO_KEYS:
         assert _defined(key, METRICS_MD), f"goodput SLO {key} undocumented"
+    # a point whose answers reasoned (2 of 8 tokens) writes the reasoning keys too
+    reasoned = [_record(i) for i in range(1, 6)]
+    for r in reasoned:
+        r.first_reasoning_ns, r.first_answer_ns = r.chunk_ns[0], r.chunk_ns[1]
+        r.reasoning_tokens, r.reasoning_tokens_source = 2, "server"
+    extra = set(summarize(reasoned, streaming=True).to_dict()["llmbench"]) - set(ours)
+    assert len(extra) == 5, extra
+    missing = [k for k in [*extra, *(k for k in reasoned[0].to_json() if "reason" in k)]
+               if not _defined(k, METRICS_MD)]
+    assert not missing, f"docs/metrics.md does not define {missing}"
 
 
 def test_every_gpu_and_sweep_figure_is_defined_in_metrics_md() -> None:
@@ -97,7 +107,9 @@ def test_the_knee_rules_are_documented_with_the_codes_thresholds() -> None:
 def test_results_md_explains_every_summary_csv_column() -> None:
     data = sweep_analysis([(1, 100.0, 30.0), (2, 190.0, 31.0)], max_ott=190.0)
     points = [
-        p.model_copy(update={"joules_per_output_token": 0.5}) for p in data.points
+        p.model_copy(update={"joules_per_output_token": 0.5, "metrics": p.metrics.model_copy(
+            update={"ttfa_p99_ms": 40.0, "reasoning_tokens_avg": 6.0})})
+        for p in data.points
     ]
     full = data.model_copy(update={
         "points": points, "repetitions": 3, "cost": data.cost.model_copy(

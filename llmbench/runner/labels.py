@@ -24,6 +24,7 @@ __all__ = [
     "DISTRIBUTIONS",
     "GENAI_PERF_DISTRIBUTIONS",
     "METRIC_LABELS",
+    "REASONING_DISTRIBUTIONS",
     "SINGLE_VALUES",
     "MetricLabel",
     "format_gpu_row",
@@ -100,6 +101,21 @@ METRIC_LABELS: dict[str, MetricLabel] = {
     ),
     "input_sequence_length": MetricLabel("Input Sequence Length (tokens)", "ISL", "tokens", "ISL"),
     "inter_chunk_gap": MetricLabel("Inter Chunk Gap (ms)", "inter-chunk gap", "ms", "gap"),
+    "time_to_first_reasoning_token": MetricLabel(
+        "Time To First Reasoning Token (ms)", "TTFR", "ms", "TTFR"
+    ),
+    "time_to_first_answer_token": MetricLabel(
+        "Time To First Answer Token (ms)", "TTFA", "ms", "TTFA"
+    ),
+    "answer_inter_token_latency": MetricLabel(
+        "Answer Inter Token Latency (ms)", "answer ITL", "ms", "ans ITL"
+    ),
+    "reasoning_token_count": MetricLabel(
+        "Reasoning Token Count (tokens)", "reasoning tokens", "tokens", "reason"
+    ),
+    "answer_token_count": MetricLabel(
+        "Answer Token Count (tokens)", "answer tokens", "tokens", "answer"
+    ),
     "output_token_throughput": MetricLabel(
         "Output Token Throughput (tokens/sec)", "OTT", "tok/s", "OTT"
     ),
@@ -120,8 +136,17 @@ GENAI_PERF_DISTRIBUTIONS = (
     "input_sequence_length",
 )
 
+#: Our reasoning metrics (present only when some answer reasoned), in table order.
+REASONING_DISTRIBUTIONS = (
+    "time_to_first_reasoning_token",
+    "time_to_first_answer_token",
+    "answer_inter_token_latency",
+    "reasoning_token_count",
+    "answer_token_count",
+)
+
 #: Every distribution metric: GenAI-Perf's, then ours.
-DISTRIBUTIONS = (*GENAI_PERF_DISTRIBUTIONS, "inter_chunk_gap")
+DISTRIBUTIONS = (*GENAI_PERF_DISTRIBUTIONS, "inter_chunk_gap", *REASONING_DISTRIBUTIONS)
 
 #: Single-valued metrics (``avg`` only), in the order of GenAI-Perf's second CSV table
 #: (goodput before the request count).

@@ -13,7 +13,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from llmbench.sim.config import SimConfig
+from llmbench.sim.config import REASONING_FIELDS, SimConfig
 from llmbench.sim.launch import run_workers, serve
 from llmbench.sim.tokens import get_tokens
 
@@ -91,6 +91,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    default=d.natural_output_tokens,
                    help="length at which the model 'emits EOS' without ignore_eos; 0 = "
                         "uniform random in [max(1, min_tokens), max_tokens] (default)")
+    o.add_argument("--reasoning-tokens", dest="sim_reasoning_tokens", type=int,
+                   default=d.reasoning_tokens,
+                   help="the first N output tokens of each chat answer go out as reasoning "
+                        "deltas, the rest as content, as a reasoning parser splits them "
+                        "(default 0: no reasoning)")
+    o.add_argument("--reasoning-field", dest="sim_reasoning_field", default=d.reasoning_field,
+                   choices=REASONING_FIELDS,
+                   help="the delta key of reasoning text: vLLM/SGLang's reasoning_content "
+                        "or OpenAI-style reasoning (default %(default)s)")
+    o.add_argument("--no-reasoning-usage", dest="sim_reasoning_usage", action="store_false",
+                   help="leave completion_tokens_details.reasoning_tokens out of the usage, "
+                        "as servers that do not count reasoning there (clients must count "
+                        "the reasoning text themselves)")
     o.add_argument("--default-max-tokens", dest="sim_default_max_tokens", type=int,
                    default=d.default_max_tokens, help="max_tokens when a request has none")
     o.add_argument("--max-model-len", dest="sim_max_model_len", type=int,

@@ -11,7 +11,11 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, fields
 
-__all__ = ["SimConfig"]
+__all__ = ["REASONING_FIELDS", "SimConfig"]
+
+#: The delta keys reasoning text travels in: vLLM's and SGLang's reasoning parsers
+#: (``reasoning_content``) and OpenAI-style / newer vLLM (``reasoning``).
+REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 @dataclass(slots=True)
@@ -32,6 +36,9 @@ class SimConfig:
     tokens_per_chunk: int = 1
     max_events_per_write: int = 0
     natural_output_tokens: int = 0
+    reasoning_tokens: int = 0
+    reasoning_field: str = "reasoning_content"
+    reasoning_usage: bool = True
     default_max_tokens: int = 256
     max_model_len: int = 32768
     kv_cache_tokens: int = 0
@@ -75,6 +82,13 @@ class SimConfig:
             raise ValueError("--max-events-per-write must be >= 0 (0 = no cap)")
         if self.tokens_per_chunk < 1:
             raise ValueError("--tokens-per-chunk must be >= 1")
+        if self.reasoning_tokens < 0:
+            raise ValueError("--reasoning-tokens must be >= 0 (0 = no reasoning deltas)")
+        if self.reasoning_field not in REASONING_FIELDS:
+            raise ValueError(
+                f"--reasoning-field must be one of {', '.join(REASONING_FIELDS)}, "
+                f"not {self.reasoning_field!r}"
+            )
         if self.max_num_seqs < 0:
             raise ValueError("--max-num-seqs must be >= 0 (0 = unlimited)")
         if self.workers < 1:

@@ -17,6 +17,12 @@ event-loop lag never accumulates:
 
 Non-streaming responses are written once the last token is due (first = last token time).
 
+Reasoning (``--reasoning-tokens N``, chat only): the first N tokens of each answer go out as
+``reasoning_content`` (or ``reasoning``, ``--reasoning-field``) deltas on the same deadlines,
+the rest as ``content``; a chunk never straddles the boundary, the usage says
+``completion_tokens_details.reasoning_tokens`` (unless ``--no-reasoning-usage``) and the record
+keeps both first-token times.
+
 ``time.perf_counter_ns`` is ``CLOCK_MONOTONIC`` on Linux, so a client process on the same
 host can compare its own timestamps with ``GET /sim/records`` directly. Timers fire with the
 event loop's millisecond granularity (epoll), so a chunk is written 0-1 ms after its
@@ -78,7 +84,8 @@ class Gen:
 
     __slots__ = ("sim", "conn", "rec", "stream", "chat", "n", "sent", "prefix", "suffix",
                  "woff", "handle", "deadline_ns", "state", "include_usage", "finish_reason",
-                 "malformed_at", "disconnect_at", "last_write_ns", "created", "rid_s", "held")
+                 "malformed_at", "disconnect_at", "last_write_ns", "created", "rid_s", "held",
+                 "reasoning", "rprefix")
 
     def __init__(self, sim: Host, conn: Conn, rec: SimRecord, stream: bool, chat: bool,
                  n: int, finish_reason: str, include_usage: bool) -> None:
@@ -101,11 +108,17 @@ class Gen:
         self.woff = rec.request_id % len(sim._words)
         self.created = int(time.time())
         model = sim._model_json
+        #: the first ``reasoning`` tokens go out as reasoning deltas (chat only)
+        self.reasoning = min(sim.config.reasoning_tokens, n) if chat else 0
+        self.rprefix = b""
         if chat:
             self.rid_s = f"chatcmpl-{sim._id_prefix}{rec.request_id}"
-            self.prefix = (f'data: {{"id":"{self.rid_s}","object":"chat.completion.chunk",'
-                           f'"created":{self.created},"model":{model},"choices":[{{"index":0,'
-                           f'"delta":{{"content":"').encode()
+            head = (f'data: {{"id":"{self.rid_s}","object":"chat.completion.chunk",'
+                    f'"created":{self.created},"model":{model},"choices":[{{"index":0,'
+                    f'"delta":{{"')
+            self.prefix = f'{head}content":"'.encode()
+            if self.reasoning:
+                self.rprefix = f'{head}{sim.config.reasoning_field}":"'.encode()
             self.suffix = b'"},"logprobs":null,"finish_reason":null}]}\n\n'
         else:
             self.rid_s = f"cmpl-{sim._id_prefix}{rec.request_id}"
@@ -190,6 +203,7 @@ class Gen:
         prefix = self.prefix
         suffix = self.suffix
         sent = self.sent
+        reasoning = self.reasoning
         parts: list[bytes] = []
         if transport.get_write_buffer_size():
             self.rec.stalled_writes += 1
@@ -198,6 +212,8 @@ class Gen:
             # token (loop lag, timer granularity) shows in TTFT only, never in ITL.
             self.deadline_ns = now
             self.rec.first_token_ns = now
+            if reasoning:
+                self.rec.first_reasoning_ns = now
             if self.chat:
                 parts.append(self._role_chunk())
         else:
@@ -207,17 +223,26 @@ class Gen:
         step = int(cfg.itl_ms * 1e6)
         events = 0
         while True:
-            if tpc == 1:
+            # A chunk is reasoning or answer, never both: it ends at the boundary.
+            if sent < reasoning:
+                k = tpc if sent + tpc <= reasoning else reasoning - sent
+                head = self.rprefix
+            else:
+                k = tpc if sent + tpc <= n else n - sent
+                head = prefix
+                if sent == reasoning:
+                    self.rec.first_answer_ns = now
+            if k == 1:
                 content = words[(self.woff + sent) % nw]
             else:
-                content = self._content(sent, min(tpc, n - sent))
-            if self.malformed_at == sent:
-                event = prefix + content + b'"}\n\n'  # truncated JSON: a malformed event
+                content = self._content(sent, k)
+            if sent <= self.malformed_at < sent + k:
+                event = head + content + b'"}\n\n'  # truncated JSON: a malformed event
                 self.rec.status = "malformed"
             else:
-                event = prefix + content + suffix
+                event = head + content + suffix
             parts.append(b"%x\r\n%b\r\n" % (len(event), event))
-            sent += tpc if sent + tpc <= n else n - sent
+            sent += k
             events += 1
             if events > 1:  # events written together: zero gaps, as a client sees them
                 itl = sim._metrics.itl
@@ -231,6 +256,7 @@ class Gen:
                 self.rec.status = "disconnect"
                 self.rec.last_token_ns = now
                 self.rec.output_tokens = sent
+                self.rec.reasoning_tokens = min(sent, reasoning)
                 conn.closed = True
                 conn.gen = None
                 self._release(now, "abort")
@@ -263,10 +289,18 @@ class Gen:
                  f'"finish_reason":null}}]}}\n\n').encode()
         return b"%x\r\n%b\r\n" % (len(event), event)
 
-    def _usage_json(self) -> str:
+    def _usage(self) -> dict[str, Any]:
+        """OpenAI's usage, with ``completion_tokens_details.reasoning_tokens`` when the
+        answer reasoned (as OpenAI reports it; the reasoning is part of the completion)."""
         p = self.rec.prompt_tokens
-        return (f'{{"prompt_tokens":{p},"total_tokens":{p + self.n},'
-                f'"completion_tokens":{self.n}}}')
+        usage: dict[str, Any] = {"prompt_tokens": p, "total_tokens": p + self.n,
+                                 "completion_tokens": self.n}
+        if self.reasoning and self.sim.config.reasoning_usage:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self.reasoning}
+        return usage
+
+    def _usage_json(self) -> str:
+        return dumps(self._usage())
 
     def _tail(self) -> bytes:
         """Finish-reason chunk, optional usage-only chunk, ``[DONE]``, end of chunked body."""
@@ -299,11 +333,14 @@ class Gen:
             if self.deadline_ns > now:
                 self._schedule()
                 return
-        text = self._content(0, self.n).decode()
+        r = self.reasoning
+        text = self._content(r, self.n - r).decode()
         rid = self.rid_s
         if self.chat:
-            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant",
-                                                               "content": text},
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if r:
+                message[self.sim.config.reasoning_field] = self._content(0, r).decode()
+            choice: dict[str, Any] = {"index": 0, "message": message,
                                       "logprobs": None, "finish_reason": self.finish_reason,
                                       "stop_reason": None}
             obj = "chat.completion"
@@ -311,16 +348,19 @@ class Gen:
             choice = {"index": 0, "text": text, "logprobs": None,
                       "finish_reason": self.finish_reason, "stop_reason": None}
             obj = "text_completion"
-        p = self.rec.prompt_tokens
         body = dumps({"id": rid, "object": obj, "created": self.created,
                       "model": self.sim.config.model, "choices": [choice],
-                      "usage": {"prompt_tokens": p, "total_tokens": p + self.n,
-                                "completion_tokens": self.n}}).encode()
+                      "usage": self._usage()}).encode()
         if self.malformed_at >= 0:
             body = body[: len(body) // 2]
             self.rec.status = "malformed"
         self.rec.first_token_ns = now
+        if r:
+            self.rec.first_reasoning_ns = now
+        if r < self.n:
+            self.rec.first_answer_ns = now
         self.sent = self.n
+        self.rec.reasoning_tokens = r
         if self.disconnect_at >= 0:
             self.rec.status = "disconnect"
             self.rec.last_token_ns = now
@@ -336,6 +376,7 @@ class Gen:
     def _complete(self, now: int) -> None:
         self.rec.last_token_ns = now
         self.rec.output_tokens = self.n
+        self.rec.reasoning_tokens = self.reasoning
         self.rec.finish_reason = self.finish_reason
         self._release(now, self.finish_reason)
 
@@ -352,6 +393,7 @@ class Gen:
         if self.sent:
             self.rec.last_token_ns = self.last_write_ns
         self.rec.output_tokens = self.sent
+        self.rec.reasoning_tokens = min(self.sent, self.reasoning)
         if self.state == _WAITING:
             try:
                 self.sim._waiting.remove(self)

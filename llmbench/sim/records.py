@@ -24,6 +24,10 @@ class SimRecord:
     as invalid (400/401/404) leave no record. ``stalled_writes`` counts chunk writes that
     found the socket still full from earlier ones: the client was not reading fast enough,
     so "written" times of that request are earlier than the bytes really left.
+    ``reasoning_tokens`` of the ``output_tokens`` went out as reasoning deltas (chat only,
+    ``--reasoning-tokens``), the first written at ``first_reasoning_ns``; the first answer
+    (``content``) token was written at ``first_answer_ns`` (0: none was, e.g. the length ran
+    out while reasoning). ``first_token_ns`` is the first token of either kind.
     """
 
     request_id: int
@@ -39,6 +43,9 @@ class SimRecord:
     max_tokens: int = 0
     finish_reason: str | None = None
     stalled_writes: int = 0
+    reasoning_tokens: int = 0
+    first_reasoning_ns: int = 0
+    first_answer_ns: int = 0
 
 
 _RECORD_FIELDS = tuple(f.name for f in fields(SimRecord))

@@ -441,7 +441,9 @@ class SimServer:
         mutable = {"ttft_ms", "ttft_jitter_ms", "itl_ms", "itl_jitter_ms", "itl_ms_per_seq",
                    "prefill_ms_per_token", "max_num_seqs", "tokens_per_chunk",
                    "max_events_per_write",
-                   "natural_output_tokens", "default_max_tokens", "error_rate_429",
+                   "natural_output_tokens", "reasoning_tokens", "reasoning_field",
+                   "reasoning_usage",
+                   "default_max_tokens", "error_rate_429",
                    "error_rate_500", "disconnect_rate", "malformed_rate"}
         bad = sorted(set(req) - mutable)
         if bad:

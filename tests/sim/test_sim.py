@@ -333,6 +333,73 @@ def test_tokens_per_chunk() -> None:
         assert sim.records[-1].output_tokens == 10
 
 
+# ------------------------------------------------------------------------------- reasoning
+def split_events(events: list[str], field: str) -> list[tuple[str, str]]:
+    """``(kind, text)`` of every delta carrying text: ``reasoning`` or ``answer``."""
+    out = []
+    for e in events[:-1]:
+        obj = json.loads(e)
+        for c in obj["choices"]:
+            delta = c.get("delta", {})
+            assert not (delta.get(field) and delta.get("content")), delta  # never both
+            if delta.get(field):
+                out.append(("reasoning", delta[field]))
+            elif delta.get("content"):
+                out.append(("answer", delta["content"]))
+    return out
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+def test_reasoning_deltas_then_answer(field: str) -> None:
+    with sim_with(ttft_ms=0, itl_ms=1, reasoning_tokens=5, tokens_per_chunk=2,
+                  reasoning_field=field) as sim:
+        tok = sim.server._tok
+        events = sse(sim.client, "/v1/chat/completions", chat_body(9))
+        parts = split_events(events, field)
+        # chunks of 2 tokens, cut at the boundary: 2+2+1 reasoning, then 2+2 answer
+        assert [(k, tok.count(t)) for k, t in parts] == [
+            ("reasoning", 2), ("reasoning", 2), ("reasoning", 1), ("answer", 2), ("answer", 2)]
+        usage = json.loads(events[-2])["usage"]
+        assert usage["completion_tokens"] == 9
+        assert usage["completion_tokens_details"] == {"reasoning_tokens": 5}
+        rec = sim.records[-1]
+        assert (rec.output_tokens, rec.reasoning_tokens) == (9, 5)
+        assert rec.first_reasoning_ns == rec.first_token_ns > 0
+        # the first answer chunk is written on the 4th decode step: at least 3 ITLs later
+        assert rec.first_answer_ns >= rec.first_reasoning_ns + 3 * 1_000_000
+        assert rec.first_answer_ns <= rec.last_token_ns
+
+
+def test_reasoning_longer_than_the_answer_budget_and_other_shapes(fast: Sim) -> None:
+    with sim_with(ttft_ms=0, itl_ms=0, reasoning_tokens=8) as sim:
+        # the length runs out while reasoning: no answer token, no first answer time
+        parts = split_events(sse(sim.client, "/v1/chat/completions", chat_body(4)),
+                             "reasoning_content")
+        assert [k for k, _ in parts] == ["reasoning"] * 4
+        rec = sim.records[-1]
+        assert (rec.reasoning_tokens, rec.first_answer_ns) == (4, 0)
+        # non-streaming: the message carries both texts, the usage the split
+        obj = sim.client.post("/v1/chat/completions", json=chat_body(10, stream=False)).json()
+        msg, tok = obj["choices"][0]["message"], sim.server._tok
+        assert (tok.count(msg["reasoning_content"]), tok.count(msg["content"])) == (8, 2)
+        assert obj["usage"]["completion_tokens_details"] == {"reasoning_tokens": 8}
+        assert sim.records[-1].reasoning_tokens == 8
+        # completions have no reasoning parser: plain text, nothing counted as reasoning
+        body = {"model": MODEL, "prompt": "a b", "max_tokens": 3, "ignore_eos": True}
+        assert "completion_tokens_details" not in sim.client.post(
+            "/v1/completions", json=body).json()["usage"]
+        assert sim.records[-1].reasoning_tokens == 0
+    # without the option nothing changes: no reasoning keys, first answer = first token
+    fast.client.post("/v1/chat/completions", json=chat_body(3))
+    rec = fast.records[-1]
+    assert rec.reasoning_tokens == 0 and rec.first_reasoning_ns == 0
+    assert rec.first_answer_ns == rec.first_token_ns > 0
+    with pytest.raises(ValueError, match="--reasoning-field must be one of"):
+        SimConfig(reasoning_field="thinking").validate()
+    with pytest.raises(ValueError, match="--reasoning-tokens"):
+        SimConfig(reasoning_tokens=-1).validate()
+
+
 # ------------------------------------------------------------------------------- timing
 def test_ttft_and_itl_ground_truth() -> None:
     with proc_sim(ttft_ms=30, itl_ms=4) as sim:

@@ -323,6 +323,11 @@ OUR_FIELDS = (
     "dispatch",
     "time_to_first_token_from_schedule",
     "request_latency_from_schedule",
+    "time_to_first_reasoning_token",
+    "time_to_first_answer_token",
+    "answer_inter_token_latency",
+    "reasoning_token_count",
+    "answer_token_count",
     "connects",
     "window",
     "interrupted",
@@ -352,8 +357,11 @@ class PointResult(ResultModel):
     at the top, ``goodput``) still read.
 
     Optional keys: ``goodput`` (with SLOs), ``inter_chunk_gap`` (streaming runs), ``dispatch``
-    (open loop), ``connects`` (requests that had to connect), ``client``, ``input_config``
-    and ``genai_perf_config`` (set by the profile runner), ``telemetry`` (when scraped).
+    (open loop), ``connects`` (requests that had to connect), the reasoning metrics (when some
+    answer reasoned: ``time_to_first_reasoning_token``, ``time_to_first_answer_token``,
+    ``answer_inter_token_latency``, ``reasoning_token_count``, ``answer_token_count``),
+    ``client``, ``input_config`` and ``genai_perf_config`` (set by the profile runner),
+    ``telemetry`` (when scraped).
     """
 
     request_throughput: Figure
@@ -375,6 +383,16 @@ class PointResult(ResultModel):
     #: beside the service-time figures above, which start at the actual send
     time_to_first_token_from_schedule: Stat | None = None
     request_latency_from_schedule: Stat | None = None
+    #: reasoning (present only when some answer carried ``reasoning_content`` / ``reasoning``
+    #: deltas; ``time_to_first_token`` is the first token of either kind): the time to the
+    #: first reasoning token (over the requests that reasoned) and to the first answer
+    #: (``content``) token, the answer's inter-token latency, and the per-request reasoning
+    #: and answer token counts (a request that did not reason: TTFT, ITL, 0 and its OSL)
+    time_to_first_reasoning_token: Stat | None = None
+    time_to_first_answer_token: Stat | None = None
+    answer_inter_token_latency: Stat | None = None
+    reasoning_token_count: Stat | None = None
+    answer_token_count: Stat | None = None
     #: measured requests that opened a connection first, and the connect times
     connects: Connects | None = None
     window: Window

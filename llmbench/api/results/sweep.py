@@ -16,6 +16,7 @@ __all__ = [
     "GpuRow",
     "KneeSummary",
     "PointMetrics",
+    "REASONING_FIGURES",
     "SCHEDULE_FIGURES",
     "RunInfo",
     "SearchProbe",
@@ -28,6 +29,9 @@ __all__ = [
 
 #: PointMetrics' latencies from the scheduled send (open loop), beside the figures.
 SCHEDULE_FIGURES = ("ttft_p99_from_schedule_ms", "e2e_p99_from_schedule_ms")
+
+#: PointMetrics' reasoning figures (some answer reasoned), beside the figures.
+REASONING_FIGURES = ("ttfa_p99_ms", "reasoning_tokens_avg")
 
 
 class PointMetrics(ResultModel, PointFigures):
@@ -49,6 +53,10 @@ class PointMetrics(ResultModel, PointFigures):
     #: the SLO verdicts judge when present
     ttft_p99_from_schedule_ms: float | None = None
     e2e_p99_from_schedule_ms: float | None = None
+    #: reasoning (optional keys): p99 time to the first answer token and the mean reasoning
+    #: tokens per request, where some answer reasoned (TTFT is the first token of either kind)
+    ttfa_p99_ms: float | None = None
+    reasoning_tokens_avg: float | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -62,7 +70,7 @@ class PointMetrics(ResultModel, PointFigures):
         # The defaults are for building one by hand; the file lists every figure, None or not,
         # but the energy figure beside the metrics (SweepPoint.joules_per_output_token).
         written = set(type(self).model_fields) - {"joules_per_output_token"}
-        written -= {k for k in SCHEDULE_FIGURES if getattr(self, k) is None}
+        written -= {k for k in (*SCHEDULE_FIGURES, *REASONING_FIGURES) if getattr(self, k) is None}
         object.__setattr__(self, "__pydantic_fields_set__", written)
         return self
 
@@ -97,6 +105,11 @@ class PointMetrics(ResultModel, PointFigures):
             good_requests=summary.goodput.good_requests if summary.goodput is not None else None,
             ttft_p99_from_schedule_ms=p99(summary.time_to_first_token_from_schedule),
             e2e_p99_from_schedule_ms=p99(summary.request_latency_from_schedule),
+            ttfa_p99_ms=p99(summary.time_to_first_answer_token),
+            reasoning_tokens_avg=(
+                None if summary.reasoning_token_count is None
+                else summary.reasoning_token_count.avg
+            ),
         )
 
 

@@ -10,6 +10,7 @@ from llmbench.api.results import PointResult
 from llmbench.runner.labels import (
     GENAI_PERF_DISTRIBUTIONS,
     METRIC_LABELS,
+    REASONING_DISTRIBUTIONS,
     SINGLE_VALUES,
     genai_perf_stat,
 )
@@ -57,8 +58,8 @@ def genai_perf_csv(summary: PointResult) -> str:
        request count;
     3. with GPU telemetry, ``Metric,GPU,avg,min,…,p1`` (one row per metric and GPU) and
        ``Metric,GPU,Value`` (power limit, total memory), from ``telemetry_stats``;
-    4. ours, ``llmbench Metric,Value``: errors, inter-chunk gaps, dispatch lag, energy per
-       output token.
+    4. ours, ``llmbench Metric,Value``: errors, inter-chunk gaps, the reasoning metrics
+       (avg, p50, p99; when some answer reasoned), dispatch lag, energy per output token.
 
     Numbers as GenAI-Perf formats them: two decimals with thousands separators (``1,234.50``,
     quoted by the csv module); the GPU ``Value`` column without separators. One exception:
@@ -125,6 +126,13 @@ def _our_table(w: Any, summary: PointResult) -> None:
     if gap is not None:
         rows += [("Inter Chunk Gap avg (ms)", genai_perf_stat(gap.avg)),
                  ("Inter Chunk Gap p99 (ms)", genai_perf_stat(gap.p99))]
+    for key in REASONING_DISTRIBUTIONS:  # only where some answer reasoned
+        stat = summary.stat(key)
+        if stat is not None:
+            label = METRIC_LABELS[key]
+            name = label.genai_perf.rsplit(" (", 1)[0]
+            rows += [(f"{name} {s} ({label.unit})",
+                      genai_perf_stat(getattr(stat, s))) for s in ("avg", "p50", "p99")]
     if summary.dispatch is not None:
         rows += [
             ("Dispatch Lag p99 (ms)", genai_perf_stat(summary.dispatch.lag_ms.p99)),

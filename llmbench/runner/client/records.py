@@ -33,6 +33,14 @@ class RequestRecord:
     ``session_id`` / ``turn`` are set only in multi-turn session runs: the session (0-based)
     and the turn within it (0-based); ``turn_delay_ms`` is the wait planned after this
     turn's answer before the session's next turn (None after its last turn).
+    ``first_reasoning_ns`` / ``first_answer_ns`` are set only when the answer carried
+    reasoning (``reasoning_content`` or ``reasoning`` deltas, a reasoning parser's split):
+    the arrival of the first reasoning and of the first answer (``content``) text, the latter
+    None when no answer text came. ``first_token_ns`` stays the first of either kind.
+    ``reasoning_tokens`` (of ``output_tokens``) comes from the server's
+    ``usage.completion_tokens_details.reasoning_tokens`` or the tokenizer
+    (``reasoning_tokens_source``); ``reasoning_text`` is dropped from the files, like
+    ``output_text``.
     """
 
     index: int
@@ -59,6 +67,11 @@ class RequestRecord:
     session_id: int | None = None
     turn: int | None = None
     turn_delay_ms: float | None = None
+    first_reasoning_ns: int | None = None
+    first_answer_ns: int | None = None
+    reasoning_tokens: int | None = None
+    reasoning_tokens_source: str | None = None
+    reasoning_text: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -77,7 +90,17 @@ class RequestRecord:
             d["session_id"] = self.session_id
             d["turn"] = self.turn
             d["turn_delay_ms"] = self.turn_delay_ms
+        if self.reasoned:  # only an answer with reasoning carries these keys
+            d["first_reasoning_ns"] = self.first_reasoning_ns
+            d["first_answer_ns"] = self.first_answer_ns
+            d["reasoning_tokens"] = self.reasoning_tokens
+            d["reasoning_tokens_source"] = self.reasoning_tokens_source
         return d
+
+    @property
+    def reasoned(self) -> bool:
+        """The answer carried reasoning: reasoning text arrived, or the usage counted some."""
+        return self.first_reasoning_ns is not None or bool(self.reasoning_tokens)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RequestRecord:
@@ -86,10 +109,14 @@ class RequestRecord:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
-#: The keys of :meth:`RequestRecord.to_json`, in field order (``output_text`` stays out).
+#: Fields :meth:`RequestRecord.to_json` writes only when set (or never: the texts).
+_OPTIONAL_JSON = (
+    "output_text", "connect_ns", "loop_stall_ms", "session_id", "turn", "turn_delay_ms",
+    "first_reasoning_ns", "first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
+    "reasoning_text",
+)
+
+#: The keys of :meth:`RequestRecord.to_json` always written, in field order.
 _JSON_FIELDS = tuple(
-    name
-    for name in RequestRecord.__dataclass_fields__
-    if name
-    not in ("output_text", "connect_ns", "loop_stall_ms", "session_id", "turn", "turn_delay_ms")
+    name for name in RequestRecord.__dataclass_fields__ if name not in _OPTIONAL_JSON
 )

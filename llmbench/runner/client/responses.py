@@ -21,17 +21,24 @@ def _sample(body: bytes) -> str:
     return body[:_MAX_SAMPLE].decode("utf-8", "replace")
 
 
-def _choice_text(choice: dict[str, Any]) -> str:
-    """Generated text of one choice in any OpenAI shape (chat delta, chat message, text).
+def _choice_parts(choice: dict[str, Any]) -> tuple[str, str]:
+    """``(answer, reasoning)`` text of one choice in any OpenAI shape (chat delta, chat
+    message, text).
 
-    Reasoning text counts: those tokens were generated and timed like any other.
+    Reasoning arrives as ``reasoning_content`` (vLLM's and SGLang's reasoning parsers) or
+    ``reasoning`` (OpenAI-style, newer vLLM); a server that sends both carries the same text
+    twice, so ``reasoning_content`` wins and ``reasoning`` is read only without it.
+    Reasoning text counts in the output: those tokens were generated and timed like any other.
     """
     delta = choice.get("delta") or choice.get("message")
     if isinstance(delta, dict):
-        parts = [delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")]
-        return "".join(p for p in parts if isinstance(p, str))
+        content, reasoning = delta.get("content"), delta.get("reasoning_content")
+        if not isinstance(reasoning, str) or not reasoning:
+            reasoning = delta.get("reasoning")
+        return (content if isinstance(content, str) else "",
+                reasoning if isinstance(reasoning, str) else "")
     text = choice.get("text")
-    return text if isinstance(text, str) else ""
+    return (text if isinstance(text, str) else ""), ""
 
 
 def _apply_usage(rec: RequestRecord, usage: Any) -> None:
@@ -42,6 +49,10 @@ def _apply_usage(rec: RequestRecord, usage: Any) -> None:
         rec.input_tokens, rec.input_tokens_source = prompt, SOURCE_SERVER
     if isinstance(completion, int):
         rec.output_tokens, rec.output_tokens_source = completion, SOURCE_SERVER
+    details = usage.get("completion_tokens_details")
+    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if isinstance(reasoning, int) and not isinstance(reasoning, bool):
+        rec.reasoning_tokens, rec.reasoning_tokens_source = reasoning, SOURCE_SERVER
 
 
 def fill_record(rec: RequestRecord, ex: Exchange, endpoint_type: str) -> None:
@@ -117,6 +128,9 @@ def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete
         rec.error_message = (bad or b"")[:_MAX_SAMPLE].decode("utf-8", "replace")
         return
     texts: list[str] = []
+    thoughts: list[str] = []
+    first_answer: int | None = None
+    first_thought: int | None = None
     chunk_ns = rec.chunk_ns
     # A stream is whole when it says so: [DONE], a finish_reason or the usage chunk. One that
     # stops without any of them was cut off (a crashed worker, a proxy timeout) even if its
@@ -128,10 +142,16 @@ def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete
             rec.error_message = json.dumps(obj["error"])[:_MAX_SAMPLE]
             return
         for choice in obj.get("choices") or ():
-            text = _choice_text(choice)
-            if text:
+            answer, thought = _choice_parts(choice)
+            if answer or thought:
                 chunk_ns.append(ts)
-                texts.append(text)
+                texts.append(answer + thought)
+                if thought:
+                    thoughts.append(thought)
+                    if first_thought is None:
+                        first_thought = ts
+                if answer and first_answer is None:
+                    first_answer = ts
             if not ended and isinstance(choice, dict) and choice.get("finish_reason"):
                 ended = True
         if obj.get("usage"):
@@ -144,6 +164,9 @@ def _fill_stream(rec: RequestRecord, pieces: list[tuple[int, bytes]], incomplete
     rec.first_token_ns = chunk_ns[0]
     rec.last_token_ns = chunk_ns[-1]
     rec.output_text = "".join(texts)
+    if thoughts:  # a stream without reasoning keeps these None: its files stay as they were
+        rec.first_reasoning_ns, rec.first_answer_ns = first_thought, first_answer
+        rec.reasoning_text = "".join(thoughts)
     if not ended and not incomplete:
         rec.error_type = "incomplete_stream"
         rec.error_message = (
@@ -168,6 +191,12 @@ def _fill_json(rec: RequestRecord, pieces: list[tuple[int, bytes]], endpoint_typ
     if endpoint_type == "embeddings":
         rec.output_tokens, rec.output_tokens_source = 0, SOURCE_SERVER
         return
-    rec.output_text = "".join(_choice_text(c) for c in obj.get("choices") or ())
+    parts = [_choice_parts(c) for c in obj.get("choices") or ()]
+    rec.output_text = "".join(answer + thought for answer, thought in parts)
+    thought_text = "".join(thought for _, thought in parts)
+    if thought_text and end is not None:  # one body: both arrived with it
+        rec.first_reasoning_ns = end
+        rec.first_answer_ns = end if any(answer for answer, _ in parts) else None
+        rec.reasoning_text = thought_text
     if end is not None:
         rec.chunk_ns.append(end)

@@ -65,12 +65,14 @@ SHARD_SEED_STRIDE = 1 << 16
 PACK_VERSION = 1
 
 # Record fields in wire order; token sources are coded as small ints.
-_TIMES = ("scheduled_ns", "sent_ns", "first_token_ns", "last_token_ns")
+_TIMES = ("scheduled_ns", "sent_ns", "first_token_ns", "last_token_ns", "first_reasoning_ns",
+          "first_answer_ns")
 _FIELDS = (
     "index", "warmup", "worker", "scheduled_ns", "sent_ns", "first_token_ns", "last_token_ns",
     "chunk_ns", "input_tokens", "input_tokens_source", "input_tokens_client", "output_tokens",
     "output_tokens_source", "output_tokens_client", "requested_output_tokens", "status",
-    "error_type", "error_message", "loop_stall_ms", "connect_ns",
+    "error_type", "error_message", "loop_stall_ms", "connect_ns", "first_reasoning_ns",
+    "first_answer_ns", "reasoning_tokens", "reasoning_tokens_source",
 )
 
 

@@ -10,6 +10,10 @@ Definitions (see DESIGN.md):
 * Open loop: TTFT and e2e also from the *scheduled* send (``…_from_schedule`` = the figure +
   dispatch lag), and goodput judged from there, since a user waits from the schedule
   (coordinated omission otherwise hides a client that fell behind); see docs/metrics.md.
+* Reasoning (answers with ``reasoning_content`` / ``reasoning`` deltas): TTFT stays the first
+  token of either kind; time to the first reasoning and to the first answer token, reasoning
+  and answer token counts and the answer's ITL are reported beside it, only when some answer
+  reasoned, so other points' files stay as they were.
 """
 
 from __future__ import annotations
@@ -76,6 +80,13 @@ class PerRequest:
     #: open loop: TTFT and e2e from the scheduled send (None in closed loop)
     ttft_from_schedule_ms: float | None = None
     e2e_from_schedule_ms: float | None = None
+    #: reasoning: the request's answer carried reasoning (else the fields below are unset)
+    reasoned: bool = False
+    ttfr_ms: float | None = None
+    ttfa_ms: float | None = None
+    reasoning_tokens: int | None = None
+    answer_tokens: int | None = None
+    answer_itl_ms: float | None = None
 
     def judged(self) -> PerRequest:
         """The latencies a user waits, for SLOs: from the scheduled send where there is one."""
@@ -100,12 +111,37 @@ def per_request(rec: RequestRecord, streaming: bool) -> PerRequest:
             itl = (e2e - ttft) / (osl - 1)
         if len(rec.chunk_ns) > 1:
             ttst = (rec.chunk_ns[1] - rec.chunk_ns[0]) / 1e6
-    if lag is None:
-        return PerRequest(ttft, e2e, itl, ttst, osl, isl)
-    return PerRequest(
-        ttft, e2e, itl, ttst, osl, isl,
-        ttft_from_schedule_ms=None if ttft is None else ttft + lag,
-        e2e_from_schedule_ms=e2e + lag,
+    out = PerRequest(ttft, e2e, itl, ttst, osl, isl)
+    if lag is not None:
+        out = replace(
+            out,
+            ttft_from_schedule_ms=None if ttft is None else ttft + lag,
+            e2e_from_schedule_ms=e2e + lag,
+        )
+    return reasoning_split(rec, out, streaming) if rec.reasoned else out
+
+
+def reasoning_split(rec: RequestRecord, pr: PerRequest, streaming: bool) -> PerRequest:
+    """``pr`` with the reasoning/answer split of a request whose answer reasoned.
+
+    Time to the first reasoning / answer token from the send (streaming only; no answer
+    text: no TTFA). Answer tokens = OSL − reasoning tokens; the answer's ITL =
+    (e2e − TTFA) / (answer tokens − 1), as ITL is over the whole output.
+    """
+    ttfr = ttfa = answer_itl = None
+    if streaming and rec.first_reasoning_ns is not None:
+        ttfr = (rec.first_reasoning_ns - rec.sent_ns) / 1e6
+        if rec.first_answer_ns is not None:
+            ttfa = (rec.first_answer_ns - rec.sent_ns) / 1e6
+    elif streaming:  # the usage counted reasoning but none came as its own deltas
+        ttfa = pr.ttft_ms
+    thought = rec.reasoning_tokens
+    answer = None if thought is None or pr.osl is None else max(pr.osl - thought, 0)
+    if ttfa is not None and answer is not None and answer > 1:
+        answer_itl = (pr.e2e_ms - ttfa) / (answer - 1)
+    return replace(
+        pr, reasoned=True, ttfr_ms=ttfr, ttfa_ms=ttfa, reasoning_tokens=thought,
+        answer_tokens=answer, answer_itl_ms=answer_itl,
     )
 
 
@@ -181,6 +217,8 @@ def summarize(
     if streaming:
         gaps = ((b - a) / 1e6 for r in ok for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False))
         optional["inter_chunk_gap"] = stats(gaps, "ms")
+    if any(d.reasoned for d in derived):
+        optional.update(reasoning_metrics(derived, streaming))
     lag = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured if r.scheduled_ns is not None]
     lag_stats = stats(lag)
     if lag_stats is not None:
@@ -225,6 +263,38 @@ def summarize(
         ),
         **optional,
     )
+
+
+def reasoning_metrics(derived: Sequence[PerRequest], streaming: bool) -> dict[str, Stat | None]:
+    """The reasoning fields of a point where some answer reasoned.
+
+    A request whose answer did not reason counts as what it is: its first token was its
+    first answer token (TTFA = TTFT), none of its tokens reasoned (answer = OSL), its answer
+    ITL is its ITL. Time to the first reasoning token is over the requests that reasoned.
+    """
+
+    def answer_of(d: PerRequest) -> tuple[float | None, int | None, float | None]:
+        if d.reasoned:
+            return d.ttfa_ms, d.answer_tokens, d.answer_itl_ms
+        return d.ttft_ms, d.osl, d.itl_ms
+
+    split = [answer_of(d) for d in derived]
+
+    def ms(values: Iterable[float | None]) -> Stat | None:
+        return stats((v for v in values if v is not None), "ms")
+
+    out = {
+        "reasoning_token_count": stats(
+            (n for n in (d.reasoning_tokens if d.reasoned else 0 for d in derived)
+             if n is not None), "tokens"
+        ),
+        "answer_token_count": stats((n for _, n, _ in split if n is not None), "tokens"),
+    }
+    if streaming:  # without streaming the times are absent, as TTFT is
+        out["time_to_first_reasoning_token"] = ms(d.ttfr_ms for d in derived if d.reasoned)
+        out["time_to_first_answer_token"] = ms(ttfa for ttfa, _, _ in split)
+        out["answer_inter_token_latency"] = ms(itl for _, _, itl in split)
+    return out
 
 
 def inter_arrival(stamps_ns: Sequence[int]) -> InterArrival | None:

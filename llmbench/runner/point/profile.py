@@ -126,6 +126,14 @@ def count_client_tokens(
             rec.output_tokens_client = n_out
             if rec.output_tokens is None:
                 rec.output_tokens, rec.output_tokens_source = n_out, SOURCE_TOKENIZER
+    # Reasoning the server's usage did not count: the tokenizer counts its text.
+    thinking = [r for r in records if r.reasoning_text and r.reasoning_tokens is None]
+    for i in range(0, len(thinking), _COUNT_SLICE):
+        part = thinking[i : i + _COUNT_SLICE]
+        texts = [r.reasoning_text or "" for r in part]
+        counts = batch(texts) if batch is not None else [tokenizer.count(t) for t in texts]
+        for rec, n_out in zip(part, counts, strict=True):
+            rec.reasoning_tokens, rec.reasoning_tokens_source = n_out, SOURCE_TOKENIZER
 
 
 async def run_profile(

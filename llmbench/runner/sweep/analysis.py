@@ -122,6 +122,12 @@ ARTICLE_NAMES = {
 
 KNEE_SWEEPS = ("concurrency", "request_rate")
 
+#: Table 1's reasoning columns, where some answer of the sweep reasoned.
+REASONING_COLUMNS = (
+    f"p99 {_L['time_to_first_answer_token'].genai_perf}",
+    f"Avg. {_L['reasoning_token_count'].genai_perf}",
+)
+
 #: Said with the SLO verdicts of open-loop points.
 SCHEDULE_NOTE = (
     "SLO latencies judged from the scheduled send (open loop: the dispatch lag counts, as a "
@@ -380,6 +386,9 @@ def table1_columns(data: SweepAnalysis) -> list[str]:
         cols.append(f"Cost per 1M Output Tokens ({data.cost.currency})")
     if any(p.joules_per_output_token is not None for p in data.points):
         cols.append("Energy per Output Token (J)")
+    if any(p.metrics.ttfa_p99_ms is not None or p.metrics.reasoning_tokens_avg is not None
+           for p in data.points):
+        cols += list(REASONING_COLUMNS)
     if st in KNEE_SWEEPS:
         cols.append("Knee")
     if data.search is not None:
@@ -437,6 +446,8 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
             p.cost_per_million_output_tokens, 4
         ),
         "Energy per Output Token (J)": format_value(p.joules_per_output_token, 4),
+        REASONING_COLUMNS[0]: format_value(m.ttfa_p99_ms),
+        REASONING_COLUMNS[1]: format_value(m.reasoning_tokens_avg),
         "Knee": "yes" if knee is not None and knee.name == p.name else "",
         **_search_cells(data, p),
         "Repetitions": str(len([r for r in p.runs if r.status == DONE])),

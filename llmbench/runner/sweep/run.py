@@ -41,7 +41,7 @@ import numpy as np
 from llmbench.api import Spec
 from llmbench.api.figures import FIGURE_NAMES
 from llmbench.api.results import PointResult, ResultFileError, Spread
-from llmbench.api.results.sweep import SCHEDULE_FIGURES
+from llmbench.api.results.sweep import REASONING_FIGURES, SCHEDULE_FIGURES
 from llmbench.runner.artifacts.layout import default_artifact_dir
 from llmbench.runner.artifacts.read import load_summary
 from llmbench.runner.artifacts.write import write_atomic
@@ -132,7 +132,7 @@ def aggregate(runs: Sequence[PointRun]) -> tuple[PointMetrics, dict[str, Spread]
         return PointMetrics(value=value, failed=reason), {}
     measured = {
         attr: [getattr(m, attr) for m in ok if getattr(m, attr) is not None]
-        for attr in (*FIGURE_NAMES, *SCHEDULE_FIGURES)
+        for attr in (*FIGURE_NAMES, *SCHEDULE_FIGURES, *REASONING_FIGURES)
     }
     means = {
         attr: float(np.mean(np.asarray(vals, dtype=np.float64))) if vals else None
