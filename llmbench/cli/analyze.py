@@ -23,8 +23,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llmbench.api import SWEEP_TYPES, Slo, Spec, SpecError, parse_sweep_list, sweep_values
+from llmbench.api import (
+    SWEEP_TYPES,
+    Slo,
+    Spec,
+    SpecError,
+    parse_sweep_list,
+    sweep_values,
+)
 from llmbench.api.results import SweepAnalysis
+from llmbench.api.sweep_values import parse_workloads
 from llmbench.cli import profile as profile_cli
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import parse_headers, parse_limits, read_api_key
@@ -111,6 +119,8 @@ def spec_from_args(args: argparse.Namespace) -> Spec:
         "onPointFailure": args.on_point_failure,
         **({"range": rng} if values is None else {"values": values}),
     }
+    if args.sweep_workloads is not None:
+        doc["sweep"]["workloads"] = parse_workloads(args.sweep_workloads)
     search = search_document(args)
     if search is not None:
         doc["sweep"]["search"] = search

@@ -65,6 +65,8 @@ from .sweep import (
     CostSummary,
     GpuRow,
     KneeSummary,
+    ParetoPoint,
+    ParetoSummary,
     PointMetrics,
     RunInfo,
     SearchProbe,
@@ -73,6 +75,7 @@ from .sweep import (
     Spread,
     SweepAnalysis,
     SweepPoint,
+    WorkloadSummary,
 )
 from .telemetry import (
     GPU_SUMMARY_COLUMNS,
@@ -113,6 +116,8 @@ __all__ = [
     "KneeSummary",
     "LoopStall",
     "MeasurementWindow",
+    "ParetoPoint",
+    "ParetoSummary",
     "PointMetrics",
     "PointResult",
     "ResultFileError",
@@ -134,6 +139,7 @@ __all__ = [
     "TokenCounts",
     "ValiditySignal",
     "Window",
+    "WorkloadSummary",
     "read_result",
     "validate_result",
 ]

@@ -75,6 +75,7 @@ from llmbench.runner.sweep.run import (
     SweepResult,
     checkpoint_text,
     run_sweep,
+    workload_labels,
 )
 from llmbench.runner.telemetry.collector import TelemetryCollector
 from llmbench.runner.telemetry.model import GpuFilter
@@ -507,7 +508,7 @@ class _Job:
                 )
             self.scrubber = Scrubber(api_key)
             self.scrubber.install()
-        self.total = len(spec.points()) * spec.repetitions
+        self.total = len(spec.points()) * len(workload_labels(spec)) * spec.repetitions
         replicas = spec.runner.replicas
         if not 0 <= self.shard < replicas:
             raise JobError(

@@ -180,6 +180,10 @@ def render_report(
         itl_position_plot(per_point, plots_dir / "itl_by_position.png"),
         latency_distribution_plot(per_point, plots_dir / "latency_distributions.png", streaming),
     ]
+    if data.pareto is not None:  # a two-axis sweep
+        from llmbench.runner.report.pareto_plot import pareto_plot
+
+        pngs.insert(0, pareto_plot(data.pareto, plots_dir / "pareto.png"))
     classes: dict[int, str] = {}
     for i, p in enumerate(data.points):
         if p.status != "ok":
@@ -188,6 +192,10 @@ def render_report(
         classes[data.slo.best_index] = "best"
     if data.knee is not None:
         classes[data.knee.index] = "knee"
+    names = [p.name for p in data.points]
+    for w in data.workloads or ():  # a two-axis sweep: each workload's knee
+        if w.knee is not None and w.knee.name in names:
+            classes[names.index(w.knee.name)] = "knee"
     summary, gpu = split_tables(summary_csv(data))
     body = [
         f"<p class=\"note\">model <b>{html.escape(data.model)}</b>, "
