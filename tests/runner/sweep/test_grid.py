@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import pytest
 from llmbench.cli import main
 from llmbench.runner.job.digest import build_digest
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, ANALYZE_JSON
+from llmbench.runner.sweep.run import CHECKPOINT
 from llmbench.runner.sweep.saved import load_sweep
 from tests.sim_process import running_sim
 
@@ -34,17 +36,24 @@ NAME = "llmbench-sim-openai-chat-concurrency{c}-{w}"
 
 
 @pytest.fixture(scope="module")
-def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    out = tmp_path_factory.mktemp("grid") / "run"
+def sim_url() -> Iterator[str]:
     with running_sim(SIM_ARGS) as url:
-        rc = main(["analyze", "-u", url, "--sweep-list", "1,2,4",
-                   "--sweep-workloads", "16:24,16:6", "--request-count", "16",
-                   "--warmup-request-count", "4", "--extra-inputs", "ignore_eos:true",
-                   "--slo", "e2e_p99:340", "--server-metrics-url", url + "/dcgm/metrics",
-                   "--gpu-pod", "vllm-0", "--telemetry-interval", "0.1",
-                   "--artifact-dir", str(out)])
-    assert rc == 0
-    yield out
+        yield url
+
+
+def argv(url: str, out: Path) -> list[str]:
+    return ["analyze", "-u", url, "--sweep-list", "1,2,4",
+            "--sweep-workloads", "16:24,16:6", "--request-count", "16",
+            "--warmup-request-count", "4", "--extra-inputs", "ignore_eos:true",
+            "--slo", "e2e_p99:340", "--server-metrics-url", url + "/dcgm/metrics",
+            "--gpu-pod", "vllm-0", "--telemetry-interval", "0.1", "--artifact-dir", str(out)]
+
+
+@pytest.fixture(scope="module")
+def grid(sim_url: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("grid") / "run"
+    assert main(argv(sim_url, out)) == 0
+    return out
 
 
 def test_each_workload_gets_its_own_verdicts(grid: Path) -> None:
@@ -119,3 +128,30 @@ def test_summary_csv_report_and_digest(grid: Path) -> None:
                                                                          (SHORT, 4.0)]
     assert digest.pareto is not None and digest.pareto.basis == "gpu"
     assert digest.pareto.frontier == data.pareto.frontier if data.pareto else False
+
+
+def test_an_interrupted_grid_resumes_with_the_missing_cell_only(
+    grid: Path, sim_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(grid, out)
+    # killed while the short workload's concurrency 2 ran: its entry never reached the
+    # checkpoint (the same load value of the other workload did)
+    missing = NAME.format(c=2, w=SHORT)
+    ckpt = json.loads((out / CHECKPOINT).read_text())
+    assert ckpt["points"][NAME.format(c=2, w=LONG)]["workload"] == LONG
+    del ckpt["points"][missing]
+    ckpt["complete"] = False
+    (out / CHECKPOINT).write_text(json.dumps(ckpt))
+    mtime = {n: (out / n / "profile_export.json").stat().st_mtime_ns for n in ckpt["points"]}
+    capsys.readouterr()
+    assert main([*argv(sim_url, out), "--no-plots"]) == 0
+    err = capsys.readouterr().err
+    # the message comes at the first gap (4 done before it); the 6th is taken from the folder
+    assert "4 of 6 points already done" in err and f"continuing with {missing}" in err
+    assert all((out / n / "profile_export.json").stat().st_mtime_ns == t for n, t in mtime.items())
+    data = json.loads((out / ANALYZE_JSON).read_text())
+    assert [p["name"] for p in data["points"]] == [
+        NAME.format(c=c, w=w) for w in (LONG, SHORT) for c in (1, 2, 4)
+    ]
+    assert data["workloads"][1]["slo"]["best"] == NAME.format(c=4, w=SHORT)
