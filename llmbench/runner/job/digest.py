@@ -387,6 +387,10 @@ def termination_message(digest: RunDigest, limit: int = TERMINATION_LIMIT) -> st
         if d.max_under_slo is not None:
             d.max_under_slo.message = _clip(d.max_under_slo.message, 300)
         d.failed = _clip(d.failed, 300) if d.failed else None
+        for w in d.workloads or ():  # two axes: the figures stay, the words go first
+            w.message = ""
+        if d.pareto is not None and _size(d) > limit:
+            d.pareto.frontier = d.pareto.frontier[:4]
     if _size(d) > limit:
         d.points = []
         d.invalid_reasons = []
