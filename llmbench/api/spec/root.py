@@ -502,6 +502,14 @@ class Spec(ApiModel):
         """The sweep's values, or ``[None]`` for a single point."""
         return list(self.sweep.points()) if self.sweep is not None else [None]
 
+    def point_runs(self) -> int:
+        """Point runs one benchmark run measures: values x workloads (a two-axis sweep's
+        ``sweep.workloads``, else 1) x repetitions (a search's probes are not known ahead:
+        its range's grid counts)."""
+        sw = self.sweep
+        workloads = len(sw.workloads) if sw is not None and sw.workloads is not None else 1
+        return len(self.points()) * workloads * self.repetitions
+
     def validate(self) -> None:  # type: ignore[override]  # BaseModel.validate is pydantic v1's
         """Re-checks a spec changed in code (fields assigned after construction).
 

@@ -75,7 +75,6 @@ from llmbench.runner.sweep.run import (
     SweepResult,
     checkpoint_text,
     run_sweep,
-    workload_labels,
 )
 from llmbench.runner.telemetry.collector import TelemetryCollector
 from llmbench.runner.telemetry.model import GpuFilter
@@ -347,7 +346,10 @@ class _Job:
         counters = Progress()
         number = self.points_ended + 1
         values = spec.points()
-        value = values[min(len(values) - 1, (number - 1) // max(1, spec.repetitions))]
+        index = (number - 1) // max(1, spec.repetitions)
+        if spec.sweep is not None and spec.sweep.workloads is not None:
+            index %= len(values)  # a grid runs every value again for each workload
+        value = values[min(len(values) - 1, index)]
         name = cfg.artifact_dir.name if cfg.artifact_dir is not None else f"point {number}"
         started, t0 = wall_now(), time.monotonic()
         mean = (sum(self.point_seconds) / len(self.point_seconds)) if self.point_seconds else None
@@ -508,7 +510,7 @@ class _Job:
                 )
             self.scrubber = Scrubber(api_key)
             self.scrubber.install()
-        self.total = len(spec.points()) * len(workload_labels(spec)) * spec.repetitions
+        self.total = spec.point_runs()
         replicas = spec.runner.replicas
         if not 0 <= self.shard < replicas:
             raise JobError(

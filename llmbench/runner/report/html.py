@@ -169,21 +169,28 @@ def render_report(
     streaming = result.spec.target.streaming
     plots_dir = run_dir / PLOTS_DIR
     per_point = [
-        (p.label, _records(records, (r.name for r in p.runs if r.status == DONE)))
+        (f"{p.label} {p.workload}" if p.workload else p.label,
+         _records(records, (r.name for r in p.runs if r.status == DONE)))
         for p in data.points
         if p.status == "ok"
     ]
-    pngs = [
-        latency_throughput_plot(data, "ttft", plots_dir / "ott_vs_ttft_p99.png"),
-        latency_throughput_plot(data, "itl", plots_dir / "ott_vs_itl_p99.png"),
+    if data.pareto is None:
+        pngs = [
+            latency_throughput_plot(data, "ttft", plots_dir / "ott_vs_ttft_p99.png"),
+            latency_throughput_plot(data, "itl", plots_dir / "ott_vs_itl_p99.png"),
+        ]
+    else:  # a two-axis sweep: the frontier, then the two curves per workload
+        from llmbench.runner.report.pareto_plot import pareto_plot, workload_views
+
+        pngs = [pareto_plot(data.pareto, plots_dir / "pareto.png")] + [
+            latency_throughput_plot(view, m, plots_dir / f"ott_vs_{m}_p99-{label}.png")
+            for m in ("ttft", "itl") for label, view in workload_views(data)
+        ]
+    pngs += [
         ttft_vs_isl_plot(per_point, plots_dir / "ttft_vs_isl.png", streaming),
         itl_position_plot(per_point, plots_dir / "itl_by_position.png"),
         latency_distribution_plot(per_point, plots_dir / "latency_distributions.png", streaming),
     ]
-    if data.pareto is not None:  # a two-axis sweep
-        from llmbench.runner.report.pareto_plot import pareto_plot
-
-        pngs.insert(0, pareto_plot(data.pareto, plots_dir / "pareto.png"))
     classes: dict[int, str] = {}
     for i, p in enumerate(data.points):
         if p.status != "ok":

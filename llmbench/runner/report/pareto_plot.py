@@ -10,9 +10,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmbench.api.results import ParetoSummary
+from llmbench.api.results import ParetoSummary, SweepAnalysis
 
-__all__ = ["pareto_plot"]
+__all__ = ["pareto_plot", "workload_views"]
+
+
+def workload_views(data: SweepAnalysis) -> list[tuple[str, SweepAnalysis]]:
+    """Each workload of a two-axis sweep as a one-axis analysis of its own (its points, its
+    knee and SLO verdict, the model named with the workload), so the one-axis plots draw one
+    curve per workload instead of one line through the whole grid; ``[]`` for one axis."""
+    out = []
+    for w in data.workloads or ():
+        points = [p for p in data.points if p.workload == w.label]
+        out.append((w.label, data.model_copy(update={
+            "model": f"{data.model} {w.label}", "points": points, "knee": w.knee,
+            "slo": w.slo, "workloads": None, "pareto": None,
+        })))
+    return out
 
 
 def pareto_plot(pareto: ParetoSummary, path: Path) -> Path | None:

@@ -25,6 +25,7 @@ import pytest
 from llmbench.cli import main
 from llmbench.runner.job.digest import build_digest
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, ANALYZE_JSON
+from llmbench.runner.sweep.noise import judged_figures
 from llmbench.runner.sweep.run import CHECKPOINT
 from llmbench.runner.sweep.saved import load_sweep
 from tests.sim_process import running_sim
@@ -116,6 +117,10 @@ def test_summary_csv_report_and_digest(grid: Path) -> None:
 
     page = (grid / "report.html").read_text()
     assert (grid / "plots" / "pareto.png").is_file()
+    # the one-axis curves drawn per workload, not one line through the grid
+    for w in (LONG, SHORT):
+        assert (grid / "plots" / f"ott_vs_ttft_p99-{w}.png").is_file()
+    assert not (grid / "plots" / "ott_vs_ttft_p99.png").exists()
     assert "Pareto frontier (output tokens/s per GPU" in page
 
     # what the runner pod hands the operator: per-workload verdicts and the frontier, bounded
@@ -127,7 +132,12 @@ def test_summary_csv_report_and_digest(grid: Path) -> None:
     assert [(w.workload, w.max_under_slo) for w in digest.workloads] == [(LONG, 1.0),
                                                                          (SHORT, 4.0)]
     assert digest.pareto is not None and digest.pareto.basis == "gpu"
-    assert digest.pareto.frontier == data.pareto.frontier if data.pareto else False
+    assert data.pareto is not None and digest.pareto.frontier == data.pareto.frontier
+    # a later run's noise band is made of these: each workload's points apart
+    figures = judged_figures(data, {"ott": 5.0})
+    assert sorted(k for k in figures if k != "sweep/peak_ott") == sorted(
+        f"{c}@{w}/ott" for w in (LONG, SHORT) for c in (1, 2, 4)
+    )
 
 
 def test_an_interrupted_grid_resumes_with_the_missing_cell_only(
