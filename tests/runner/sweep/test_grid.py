@@ -24,6 +24,7 @@ import pytest
 
 from llmbench.cli import main
 from llmbench.runner.job.digest import build_digest
+from llmbench.runner.report.html import build_report
 from llmbench.runner.sweep.analysis import ANALYZE_CSV, ANALYZE_JSON
 from llmbench.runner.sweep.noise import judged_figures
 from llmbench.runner.sweep.run import CHECKPOINT
@@ -121,6 +122,10 @@ def test_summary_csv_report_and_digest(grid: Path) -> None:
     for w in (LONG, SHORT):
         assert (grid / "plots" / f"ott_vs_ttft_p99-{w}.png").is_file()
     assert not (grid / "plots" / "ott_vs_ttft_p99.png").exists()
+    # `llmbench report DIR` re-renders it from the saved files alone, workloads kept apart
+    again = build_report(grid, grid.parent / "again.html").read_text()
+    assert "Pareto frontier (output tokens/s per GPU" in again
+    assert f"{LONG}: max OTT under SLO" in again
     assert "Pareto frontier (output tokens/s per GPU" in page
 
     # what the runner pod hands the operator: per-workload verdicts and the frontier, bounded
