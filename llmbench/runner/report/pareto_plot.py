@@ -46,8 +46,10 @@ def pareto_plot(pareto: ParetoSummary, path: Path) -> Path | None:
     for label, xy in workloads.items():
         ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", alpha=0.8,
                 label=label or "points")
+    # the frontier's staircase: the edge of what its points dominate (sorted by per-user
+    # speed, each step drops to the next point's throughput at the previous point's speed)
     front = sorted((p.tokens_per_user, p.tokens_per_second) for p in pareto.points if p.frontier)
-    ax.step([x for x, _ in front], [y for _, y in front], where="post", color="black",
+    ax.step([x for x, _ in front], [y for _, y in front], where="pre", color="black",
             linewidth=1.5, label="Pareto frontier")
     ax.scatter([x for x, _ in front], [y for _, y in front], s=120, facecolors="none",
                edgecolors="black")
