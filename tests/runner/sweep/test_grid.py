@@ -4,8 +4,9 @@ The simulator's decode step grows with the sequences running (``--itl-ms 5 --itl
 5``: 10, 15 and 25 ms at concurrency 1, 2 and 4), so per-user speed falls and throughput
 rises with concurrency: a true trade-off. Two workloads share the 60 ms TTFT: 24 output
 tokens (request latency ~290, ~405, ~635 ms) and 6 (~110, ~135, ~185 ms). With a p99 request
-latency limit of 340 ms the long workload meets the SLO only at concurrency 1 and the short
-one everywhere: the verdicts differ per workload. The long workload's OTT beats the short
+latency limit of 370 ms the long workload meets the SLO only at concurrency 1 and the short
+one everywhere: the verdicts differ per workload (latencies only grow on a busy machine, so
+the wider margin sits on the passing side). The long workload's OTT beats the short
 one's at every concurrency by a wide margin (its 60 ms TTFT is spread over 4x the tokens),
 so every long-workload point is on the Pareto frontier, and a short-workload point can be on
 it only where its per-user speed came out above the long one's at the same concurrency
@@ -47,7 +48,7 @@ def argv(url: str, out: Path) -> list[str]:
     return ["analyze", "-u", url, "--sweep-list", "1,2,4",
             "--sweep-workloads", "16:24,16:6", "--request-count", "16",
             "--warmup-request-count", "4", "--extra-inputs", "ignore_eos:true",
-            "--slo", "e2e_p99:340", "--server-metrics-url", url + "/dcgm/metrics",
+            "--slo", "e2e_p99:370", "--server-metrics-url", url + "/dcgm/metrics",
             "--gpu-pod", "vllm-0", "--telemetry-interval", "0.1", "--artifact-dir", str(out)]
 
 
