@@ -32,6 +32,7 @@ __all__ = [
     "KneeStatus",
     "MaxUnderSloStatus",
     "NodeInfo",
+    "ParetoStatus",
     "Phase",
     "PointStatus",
     "RegressionVerdict",
@@ -40,6 +41,7 @@ __all__ = [
     "ShardLoadStatus",
     "StackStatus",
     "VerdictRow",
+    "WorkloadStatus",
     "dump",
 ]
 
@@ -135,6 +137,9 @@ class PointStatus(StatusModel, PointFigures):
     shard_load: list[ShardLoadStatus] = Field(
         default_factory=list, description="Each runner pod's achieved load against its share."
     )
+    workload: str | None = Field(
+        default=None, description="Two-axis sweeps: the point's workload, e.g. isl128-osl512."
+    )
 
 
 class KneeStatus(StatusModel):
@@ -179,6 +184,34 @@ class MaxUnderSloStatus(StatusModel):
     message: str = Field(default="", description="The same, in words.")
     search: SearchStatus | None = Field(
         default=None, description="The adaptive search that found it, when the sweep ran one."
+    )
+
+
+class WorkloadStatus(StatusModel):
+    """One workload of a two-axis sweep (``spec.sweep.workloads``): its knee and its max load
+    under SLO, as a one-axis sweep of its own would report them."""
+
+    workload: str = Field(description="The workload's label, e.g. isl128-osl512.")
+    knee: float | None = Field(default=None, description="The load value at its knee.")
+    max_under_slo: float | None = Field(
+        default=None, alias="maxUnderSLO",
+        description="Its highest-throughput load value meeting every SLO.",
+    )
+    max_ott: float | None = Field(default=None, description="That point's OTT (tok/s).")
+    message: str = Field(default="", description="Knee and SLO verdict in words, short.")
+
+
+class ParetoStatus(StatusModel):
+    """Two-axis sweeps: the points on the Pareto frontier of output tokens/s per GPU (or per
+    run) against output tokens/s per user."""
+
+    basis: Literal["gpu", "run"] = Field(
+        description="gpu: throughput over the kept GPUs; run: over the whole target (some "
+        "point had no GPU telemetry)."
+    )
+    frontier: list[str] = Field(
+        default_factory=list, max_length=40,
+        description="The non-dominated points' names, highest per-user speed last.",
     )
 
 
@@ -247,6 +280,13 @@ class RunDigest(StatusModel):
         default=None,
         description="The judged figures of a finished run by 'scope/metric' (sweep/peak_ott, "
         "16/ttft_p99): what a later run's noise band (baseline.mode history) is made of.",
+    )
+    workloads: list[WorkloadStatus] | None = Field(
+        default=None, max_length=16,
+        description="Two-axis sweeps: each workload's knee and max under SLO.",
+    )
+    pareto: ParetoStatus | None = Field(
+        default=None, description="Two-axis sweeps: the Pareto frontier's points."
     )
 
 
@@ -378,6 +418,16 @@ class BenchmarkStatus(StatusModel):
     )
     knee: KneeStatus | None = None
     max_under_slo: MaxUnderSloStatus | None = Field(default=None, alias="maxUnderSLO")
+    workloads: list[WorkloadStatus] | None = Field(
+        default=None, max_length=16,
+        description="Two-axis sweeps (spec.sweep.workloads): each workload's knee and max "
+        "load under SLO, in the spec's order.",
+    )
+    pareto: ParetoStatus | None = Field(
+        default=None,
+        description="Two-axis sweeps: the points on the Pareto frontier of output tokens/s "
+        "per GPU against output tokens/s per user.",
+    )
     summary_csv: str | None = Field(
         default=None, alias="summaryCSV",
         description="analyze_export_genai_perf.csv of the current run, up to 16 KiB (above: a "

@@ -32,6 +32,7 @@ __all__ = [
     "SweepError",
     "SweepType",
     "parse_sweep_list",
+    "parse_workloads",
     "sweep_values",
 ]
 
@@ -103,6 +104,27 @@ def parse_sweep_list(text: str, flag: str = "--sweep-list") -> list[float]:
     if not text.strip() or any(not t for t in items):
         raise ValueError(f"{_prefix(flag, text)}expected comma-separated numbers, e.g. 1,2,4,8")
     return [_number(t, flag, text) for t in items]
+
+
+def parse_workloads(text: str, flag: str = "--sweep-workloads") -> list[dict[str, int]]:
+    """Parses ``"128:512,1024:128"`` (ISL:OSL pairs) into ``sweep.workloads`` mappings.
+
+    Example: ``parse_workloads("128:512")`` -> ``[{"inputTokens": 128, "outputTokens": 512}]``.
+
+    Raises:
+        ValueError: A pair is not two whole numbers of at least 1; the message names the flag
+            and shows the form.
+    """
+    out: list[dict[str, int]] = []
+    for item in text.split(","):
+        parts = [p.strip() for p in item.split(":")]
+        if len(parts) != 2 or not all(p.isdigit() and int(p) >= 1 for p in parts):
+            raise ValueError(
+                f"{_prefix(flag, text)}{item.strip()!r} is not ISL:OSL; give whole token "
+                "counts of at least 1, e.g. 128:512,1024:128"
+            )
+        out.append({"inputTokens": int(parts[0]), "outputTokens": int(parts[1])})
+    return out
 
 
 def _linspace(start: float, end: float, num: int) -> list[float]:

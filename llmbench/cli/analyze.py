@@ -23,8 +23,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from llmbench.api import SWEEP_TYPES, Slo, Spec, SpecError, parse_sweep_list, sweep_values
+from llmbench.api import (
+    SWEEP_TYPES,
+    Slo,
+    Spec,
+    SpecError,
+    parse_sweep_list,
+    sweep_values,
+)
 from llmbench.api.results import SweepAnalysis
+from llmbench.api.sweep_values import parse_workloads
 from llmbench.cli import profile as profile_cli
 from llmbench.cli import telemetry as telemetry_flags
 from llmbench.cli.flags import parse_headers, parse_limits, read_api_key
@@ -111,6 +119,8 @@ def spec_from_args(args: argparse.Namespace) -> Spec:
         "onPointFailure": args.on_point_failure,
         **({"range": rng} if values is None else {"values": values}),
     }
+    if args.sweep_workloads is not None:
+        doc["sweep"]["workloads"] = parse_workloads(args.sweep_workloads)
     search = search_document(args)
     if search is not None:
         doc["sweep"]["search"] = search
@@ -185,6 +195,11 @@ def _short_header(column: str) -> str:
 #: Console headers of the table 1 columns that show no metric.
 _SHORT = {
     "Concurrency": "conc",
+    "Workload": "workload",
+    "Output Tokens/s per User": "tok/s\n/user",
+    "Output Tokens/s per GPU": "tok/s\n/GPU",
+    "Output Tokens/s per Run": "tok/s\n/run",
+    "Pareto Frontier": "pareto",
     "ISL": "ISL",
     "Request Rate (req/s)": "rate\n/s",
     "Request Rate": "rate\n/s",
@@ -206,7 +221,8 @@ def print_summary(data: SweepAnalysis, console: Any) -> None:
 
     skip = ("Config Name", "Status", "Unstable Metrics")
     cols = [c for c in table1_columns(data) if c not in skip]
-    table = Table(title=f"llmbench analyze | {data.model} | {data.sweep_type} sweep")
+    axes = f"{data.sweep_type} x workloads" if data.workloads is not None else data.sweep_type
+    table = Table(title=f"llmbench analyze | {data.model} | {axes} sweep")
     for c in cols:
         label = (
             "cost/1M\n" + data.cost.currency if c.startswith("Cost per 1M") else _short_header(c)
@@ -215,12 +231,17 @@ def print_summary(data: SweepAnalysis, console: Any) -> None:
     table.add_column("note")
     knee = data.knee
     slo = data.slo
+    # two axes: each workload's knee and best point under SLO
+    knees = {w.knee.name for w in data.workloads or () if w.knee is not None}
+    bests = {w.slo.best for w in data.workloads or () if w.slo is not None and w.slo.best}
     for i, p in enumerate(data.points):
         row = table1_row(data, p)
         marks = []
-        if knee is not None and knee.index == i:
+        if (knee is not None and knee.index == i) or p.name in knees:
             marks.append("[yellow]knee[/yellow]")
-        if slo is not None and slo.best_index == i:
+        if (slo is not None and slo.best_index == i and data.workloads is None) or (
+            p.name in bests
+        ):
             marks.append("[green]best under SLO[/green]")
         if p.status != "ok":
             marks.append(f"[red]failed: {p.reason}[/red]")

@@ -388,12 +388,13 @@ def _point_table(run: _Run, title: str) -> Any:
     for c in columns:
         table.add_column(c, justify="right")
     for p in run.points:
+        value = f"{p.value:g} {p.workload}" if p.workload else f"{p.value:g}"  # two axes
         if p.state == "Failed":
-            table.add_row(f"{p.value:g}", f"[red]failed: {p.reason or 'no reason given'}[/red]",
+            table.add_row(value, f"[red]failed: {p.reason or 'no reason given'}[/red]",
                           *[""] * (len(columns) - 2))
             continue
         table.add_row(
-            f"{p.value:g}", format_value(p.ttft_p99_ms), format_value(p.itl_p99_ms),
+            value, format_value(p.ttft_p99_ms), format_value(p.itl_p99_ms),
             format_value(p.e2e_p99_ms), format_value(p.ott), format_value(p.rps),
             format_value(p.goodput), _yes_no(p.slo_met), format_value(p.gpu_power_w),
             _yes_no(p.valid),
@@ -419,7 +420,8 @@ def _print_run(console: Console, namespace: str, name: str, run: _Run) -> None:
         console.print(_point_table(run, f"{name} run {run.number}"))
         for p in run.points:
             for w in p.warnings:
-                console.print(f"[yellow]point {p.value:g}: {w}[/yellow]")
+                where = f"{p.value:g} {p.workload}" if p.workload else f"{p.value:g}"
+                console.print(f"[yellow]point {where}: {w}[/yellow]")
     else:
         console.print("no point has finished yet")
     conds = {c.type: c for c in run.conditions}

@@ -337,7 +337,8 @@ _OUTPUT: Layout = (
 #: What ``analyze`` adds to ``profile``'s flags.
 _SWEEP: Layout = (
     ("sweep", (
-        "--file", "--sweep-type", "--sweep-range", "--sweep-list", "--repetitions",
+        "--file", "--sweep-type", "--sweep-range", "--sweep-list", "--sweep-workloads",
+        "--repetitions",
         "--stop-after-knee", "--on-point-failure", "--search", "--search-resolution",
         "--restart",
     )),

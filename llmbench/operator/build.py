@@ -533,7 +533,7 @@ POINT_SECONDS, RUN_SECONDS = 1800, 600
 
 def default_deadline(spec: Spec) -> int:
     """The runner Job's ``activeDeadlineSeconds`` when ``spec.runner.timeoutSeconds`` is not
-    set: 30 minutes per point and repetition (at least twice a time-bound point's ramp and
+    set: 30 minutes per point, workload and repetition (at least twice a time-bound point's ramp and
     measurement plus one request timeout), plus 10 minutes for the run. Generous on purpose: it only
     ends runs that hang (a target that accepts connections but never answers), which would
     otherwise hold the endpoint's Lease for ever.
@@ -542,7 +542,7 @@ def default_deadline(spec: Spec) -> int:
     """
     measured = (spec.load.measurement_duration_seconds or 0.0) + (spec.load.ramp_up_seconds or 0.0)
     per_point = max(POINT_SECONDS, int(2 * measured + spec.target.request_timeout_seconds))
-    return RUN_SECONDS + len(spec.points()) * spec.repetitions * per_point
+    return RUN_SECONDS + spec.point_runs() * per_point
 
 
 def run_objects(

@@ -184,7 +184,7 @@ def running_patch(
     if status.phase in (None, "Pending", "Queued"):
         fields["phase"] = "Running"
         fields["startedTime"] = rfc3339(at)
-        fields["progress"] = f"0/{len(spec.points()) * spec.repetitions}"
+        fields["progress"] = f"0/{spec.point_runs()}"
     return Patch(fields, conditions)
 
 

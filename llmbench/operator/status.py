@@ -389,6 +389,10 @@ def digest_patch(digest: RunDigest, summary_csv: str | None) -> dict[str, Any]:
         patch["knee"] = _rounded(dump(digest.knee))
     if digest.max_under_slo is not None:
         patch["maxUnderSLO"] = _rounded(dump(digest.max_under_slo))
+    if digest.workloads is not None:  # a two-axis sweep (at most 16, messages clipped)
+        patch["workloads"] = [_rounded(dump(w)) for w in digest.workloads]
+    if digest.pareto is not None:
+        patch["pareto"] = dump(digest.pareto)
     if summary_csv is not None:
         patch["summaryCSV"] = (
             summary_csv if len(summary_csv) <= SUMMARY_CSV_LIMIT else SUMMARY_CSV_MOVED

@@ -502,6 +502,26 @@ RULE_CASES: dict[str, tuple[dict[str, Any], str]] = {
         "spec.sweep.stopAfterKnee",
     ),
     "spec.search-needs-slo": ({"sweep": {"range": "1:8", "search": {}}}, "spec.sweep.search"),
+    "sweep.workloads-load-axis": (
+        {"sweep": {"type": "input_sequence_length", "range": "64:128",
+                   "workloads": [{"inputTokens": 8, "outputTokens": 8}]}},
+        "spec.sweep.workloads",
+    ),
+    "sweep.workloads-unique": (
+        {"sweep": {"range": "1:4", "workloads": [{"inputTokens": 8, "outputTokens": 8},
+                                                 {"inputTokens": 8, "outputTokens": 8}]}},
+        "spec.sweep.workloads",
+    ),
+    "sweep.workloads-grid-only": (
+        {"sweep": {"range": "1:4", "stopAfterKnee": True,
+                   "workloads": [{"inputTokens": 8, "outputTokens": 8}]}},
+        "spec.sweep.workloads",
+    ),
+    "spec.workloads-synthetic-generating": (
+        {"workload": {"inputFile": "prompts.jsonl"},
+         "sweep": {"range": "1:4", "workloads": [{"inputTokens": 8, "outputTokens": 8}]}},
+        "spec.sweep.workloads",
+    ),
     "load.burstiness-needs-gamma": (
         {"load": {"mode": "request_rate", "requestRate": 5, "burstiness": 0.5}},
         "spec.load.burstiness",

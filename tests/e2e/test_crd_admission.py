@@ -38,6 +38,8 @@ from tests.shipped_examples import EXAMPLES, example_benchmarks
 pytestmark = pytest.mark.e2e
 
 URL = {"url": "http://vllm.llm.svc:8000"}
+#: One ISL/OSL pair of a two-axis sweep.
+WL8 = {"inputTokens": 8, "outputTokens": 8}
 RULES = {r.name: r for _, r in spec_rules()}
 
 
@@ -181,6 +183,15 @@ INVALID = [
         "sweep": {"range": "1:8", "search": {}, "stopAfterKnee": True},
     }),
     rule_case("spec.search-needs-slo", {"target": URL, "sweep": {"range": "1:8", "search": {}}}),
+    rule_case("sweep.workloads-load-axis", {"target": URL, "sweep": {
+        "type": "input_sequence_length", "range": "64:128", "workloads": [WL8]}}),
+    rule_case("sweep.workloads-unique", {"target": URL, "sweep": {
+        "range": "1:4", "workloads": [WL8, {**WL8}]}}),
+    rule_case("sweep.workloads-grid-only", {"target": URL, "sweep": {
+        "range": "1:4", "stopAfterKnee": True, "workloads": [WL8]}}),
+    rule_case("spec.workloads-synthetic-generating", {
+        "target": {**URL, "endpointType": "embeddings"},
+        "sweep": {"range": "1:4", "workloads": [WL8]}}),
     rule_case("load.burstiness-needs-gamma", {
         "target": URL, "load": {"mode": "request_rate", "requestRate": 5, "burstiness": 0.5},
     }),
@@ -398,6 +409,13 @@ INVALID = [
         RULES["spec.stored-points-fit-the-results"].message,
     ),
     Invalid(
+        "stored points: values x workloads x repetitions (7 x 2 x 3)",
+        {"target": URL, "repetitions": 3, "sweep": {
+            "values": [1, 2, 3, 4, 5, 6, 7], "workloads": [WL8, {**WL8, "outputTokens": 9}]}},
+        RULES["spec.stored-points-fit-the-results"].message,
+        RULES["spec.stored-points-fit-the-results"].message,
+    ),
+    Invalid(
         "stored points: a stepped range (41 points)",
         {"target": URL, "sweep": {"range": "10:50:1"}},
         RULES["spec.stored-points-fit-the-results"].message,
@@ -484,6 +502,8 @@ def test_a_name_too_long_for_a_label_is_refused_by_both(crd_ready: Any, bench_ns
     {"sweep": {"values": [1, 2, 4, 8]}, "repetitions": 10},
     {"repetitions": MAX_STORED_POINTS},
     {"sweep": {"type": "input_sequence_length", "range": "128:1024"}, "repetitions": 5},
+    {"sweep": {"values": [1, 2, 4, 8], "workloads": [WL8, {**WL8, "outputTokens": 9}]},
+     "repetitions": 5},  # a grid: 4 x 2 x 5
 ])
 def test_a_sweep_at_the_stored_points_cap_is_admitted_by_both(
     crd_ready: Any, bench_ns: str, spec: dict[str, Any]

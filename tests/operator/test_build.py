@@ -265,6 +265,11 @@ def test_without_timeout_seconds_the_job_gets_a_deadline_from_the_sweeps_size() 
     s = spec(sweep={"type": "concurrency", "values": [1, 2, 4]}, repetitions=2)
     assert runner_job(BENCH, 1, s, WHERE)["spec"]["activeDeadlineSeconds"] == 600 + 6 * 1800
     assert default_deadline(s) == 11400
+    # a two-axis sweep runs every value once per workload: 3 x 2 x 2 point runs
+    grid = spec(sweep={"type": "concurrency", "values": [1, 2, 4],
+                       "workloads": [{"inputTokens": 8, "outputTokens": 8},
+                                     {"inputTokens": 64, "outputTokens": 8}]}, repetitions=2)
+    assert grid.point_runs() == 12 and default_deadline(grid) == 600 + 12 * 1800
     # a time-bound point longer than the allowance: twice it plus one request timeout
     long = spec(load={"measurementDurationSeconds": 3600},
                 target={"url": "http://m:8000", "model": "m", "requestTimeoutSeconds": 60})

@@ -11,8 +11,10 @@ from llmbench.api.status import (
     BenchmarkStatus,
     KneeStatus,
     MaxUnderSloStatus,
+    ParetoStatus,
     PointStatus,
     RunDigest,
+    WorkloadStatus,
     dump,
 )
 from llmbench.operator.status import (
@@ -152,6 +154,21 @@ def test_status_figures_are_rounded_for_people_the_csv_keeps_them() -> None:
     assert patch["points"][0]["ott"] == 1025.55 and patch["points"][0]["ttftP99Ms"] == 31.21
     assert patch["maxUnderSLO"]["ott"] == 1025.55
     assert patch["summaryCSV"] == "csv,1025.5455689606135\r\n"
+
+
+def test_two_axis_digest_sets_workloads_and_frontier() -> None:
+    w = WorkloadStatus.model_validate({"workload": "isl16-osl6", "knee": 2.0,
+                                       "maxUnderSLO": 4.0, "maxOtt": 93.6612, "message": "m"})
+    d = RunDigest(total=2, done=2, workloads=[w],
+                  pareto=ParetoStatus(basis="gpu", frontier=["a", "b"]))
+    patch = digest_patch(d, None)
+    assert patch["workloads"] == [{"workload": "isl16-osl6", "knee": 2.0, "maxUnderSLO": 4.0,
+                                   "maxOtt": 93.66, "message": "m"}]
+    assert patch["pareto"] == {"basis": "gpu", "frontier": ["a", "b"]}
+    # what the status model reads back, and a one-axis digest sets neither
+    status = BenchmarkStatus.model_validate(patch)
+    assert status.workloads == [WorkloadStatus.model_validate(patch["workloads"][0])]
+    assert "workloads" not in digest_patch(RunDigest(total=1, done=1), None)
 
 
 def test_history_keeps_the_last_runs_and_names_the_ones_to_delete() -> None:

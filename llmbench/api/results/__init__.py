@@ -67,6 +67,8 @@ from .sweep import (
     CostSummary,
     GpuRow,
     KneeSummary,
+    ParetoPoint,
+    ParetoSummary,
     PointMetrics,
     RunInfo,
     SearchProbe,
@@ -75,6 +77,7 @@ from .sweep import (
     Spread,
     SweepAnalysis,
     SweepPoint,
+    WorkloadSummary,
 )
 from .telemetry import (
     GPU_SUMMARY_COLUMNS,
@@ -117,6 +120,8 @@ __all__ = [
     "KneeSummary",
     "LoopStall",
     "MeasurementWindow",
+    "ParetoPoint",
+    "ParetoSummary",
     "PointMetrics",
     "PointResult",
     "ResultFileError",
@@ -140,6 +145,7 @@ __all__ = [
     "TokenCounts",
     "ValiditySignal",
     "Window",
+    "WorkloadSummary",
     "read_result",
     "validate_result",
 ]

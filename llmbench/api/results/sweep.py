@@ -15,6 +15,10 @@ __all__ = [
     "CostSummary",
     "GpuRow",
     "KneeSummary",
+    "PARETO_BASES",
+    "ParetoBasis",
+    "ParetoPoint",
+    "ParetoSummary",
     "PointMetrics",
     "REASONING_FIGURES",
     "SCHEDULE_FIGURES",
@@ -25,6 +29,7 @@ __all__ = [
     "Spread",
     "SweepAnalysis",
     "SweepPoint",
+    "WorkloadSummary",
 ]
 
 #: PointMetrics' latencies from the scheduled send (open loop), beside the figures.
@@ -197,6 +202,13 @@ class SweepPoint(ResultModel):
     #: pod's achieved load against its share (last repetition), e.g. ``"1.98/2"``
     replicas: int | None = None
     shard_load: list[str] | None = None
+    #: two-axis sweeps: the point's workload label (``isl128-osl512``); optional keys with
+    #: the Pareto inputs: the mean over repetitions of the per-request output tokens/s after
+    #: the first token (GenAI-Perf's ``output_token_throughput_per_user`` avg, 1000 / the
+    #: request's ITL in ms), and the kept GPUs' count (none without DCGM telemetry)
+    workload: str | None = None
+    tokens_per_user: float | None = None
+    gpus: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -279,6 +291,50 @@ class SearchSummary(ResultModel):
         return f"{(self.relative_resolution or 0.0) * 100:g} %"
 
 
+class WorkloadSummary(ResultModel):
+    """One workload (ISL/OSL pair) of a two-axis sweep: its points and the one-axis verdicts
+    over them (``knee.index`` and ``slo``'s indices count within the workload's points)."""
+
+    label: str
+    input_tokens: int
+    output_tokens: int
+    points: list[str]
+    knee: KneeSummary | None
+    knee_message: str
+    slo: SloVerdict | None
+
+
+#: What the Pareto view's throughput is divided by: the kept GPUs of every point (``gpu``), or
+#: nothing, the run's whole target (``run``: some point had no DCGM telemetry).
+ParetoBasis = Literal["gpu", "run"]
+PARETO_BASES: tuple[str, ...] = ("gpu", "run")
+
+
+class ParetoPoint(ResultModel):
+    """One measured point of the Pareto view."""
+
+    name: str
+    workload: str | None
+    value: float
+    tokens_per_user: float
+    tokens_per_second: float
+    frontier: bool
+
+
+class ParetoSummary(ResultModel):
+    """Output tokens/s per GPU (or per run) against output tokens/s per user, every measured
+    point, the non-dominated ones marked ``frontier``.
+
+    ``per_user`` is the definition of the x axis, ``basis`` of the y axis' divisor, both in
+    words in ``message`` so no reader has to guess which was meant.
+    """
+
+    basis: ParetoBasis
+    points: list[ParetoPoint]
+    frontier: list[str]
+    message: str
+
+
 class CostSummary(ResultModel):
     """The deployment's price, for cost per million output tokens."""
 
@@ -310,3 +366,7 @@ class SweepAnalysis(ResultModel):
     failed_points: list[str]
     #: the adaptive search, when the sweep ran one (an optional key)
     search: SearchSummary | None = None
+    #: a two-axis sweep (``spec.sweep.workloads``): the verdicts per workload and the Pareto
+    #: view over the grid (optional keys)
+    workloads: list[WorkloadSummary] | None = None
+    pareto: ParetoSummary | None = None

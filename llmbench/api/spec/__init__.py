@@ -75,7 +75,7 @@ from .root import (
 )
 from .runner import Artifacts, PvcArtifacts, Runner, RunnerLimits, RunnerRequests, Telemetry
 from .schedule import CRON_MACROS, CRON_PATTERN, cron_expression
-from .sweep import ON_POINT_FAILURE, RANGE_PATTERN, Sweep
+from .sweep import ON_POINT_FAILURE, RANGE_PATTERN, Sweep, SweepWorkload
 from .target import (
     ENDPOINT_TYPES,
     LabelSelector,
@@ -135,6 +135,7 @@ __all__ = [
     "SpecError",
     "SpecIssue",
     "Sweep",
+    "SweepWorkload",
     "Target",
     "Telemetry",
     "Trigger",

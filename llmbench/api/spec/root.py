@@ -77,7 +77,7 @@ NAME_RULE = Rule(
     check=lambda name: len(name) <= MAX_NAME,
 )
 
-#: The most stored points (sweep points x repetitions) one run may have: each finished
+#: The most stored points (sweep points x workloads x repetitions) one run may have: each finished
 #: repetition is one key of the run's results ConfigMap (1 MiB in all, see
 #: :mod:`llmbench.api.job`), and the runner gives the points 800 kB of it. Measured with
 #: ``benchmarks/result_size.py`` (the runner's own serialiser, a target with 8 GPUs): a
@@ -91,7 +91,8 @@ _POWERS = tuple(float(2**i) for i in range(63))
 
 
 def stored_points(s: Spec) -> int:
-    """Points x repetitions as :data:`MAX_STORED_POINTS` counts them, the CEL's arithmetic.
+    """Points x workloads x repetitions as :data:`MAX_STORED_POINTS` counts them, the CEL's
+    arithmetic (``sweep.workloads`` absent counts 1).
 
     A sweep's points as :func:`llmbench.api.sweep_values` gives them, except that a range of
     another type without a step counts as its 8 values before rounding removes repeats, a
@@ -111,7 +112,8 @@ def stored_points(s: Spec) -> int:
         elif start != end:
             points = (2 + sum(1 for k in _POWERS if start < k < end)
                       if sw.type == "concurrency" else LINEAR_POINTS)
-    return points * s.repetitions
+    workloads = len(sw.workloads) if sw is not None and sw.workloads is not None else 1
+    return points * workloads * s.repetitions
 
 
 def _cel_stored_points() -> str:
@@ -128,7 +130,9 @@ def _cel_stored_points() -> str:
     points = (f"(!has(self.sweep) ? 1 : has(self.sweep.values) ? size(self.sweep.values) : "
               f"(!has({r}) || !{r}.matches({cel_string(RANGE_PATTERN)})) ? 1 : "
               f"{r}.split(':').size() == 3 ? ({stepped}) : ({unstepped}))")
-    return f"{points} * (has(self.repetitions) ? self.repetitions : 1)"
+    workloads = ("((has(self.sweep) && has(self.sweep.workloads)) ? "
+                 "size(self.sweep.workloads) : 1)")
+    return f"{points} * {workloads} * (has(self.repetitions) ? self.repetitions : 1)"
 
 
 Placement = Literal["SameNode", "SameZone", "Any"]
@@ -297,13 +301,26 @@ class Spec(ApiModel):
         ),
         Rule(
             name="spec.stored-points-fit-the-results",
-            message=f"sweep points x repetitions must be at most {MAX_STORED_POINTS}: each "
-            "finished repetition is stored in the run's results ConfigMap (1 MiB, about "
-            "17 kB a point with 8 GPUs of telemetry): split the sweep into several "
-            "benchmarks (sweep.values or sweep.range a part each), or lower repetitions",
+            message=f"sweep points x sweep.workloads x repetitions must be at most "
+            f"{MAX_STORED_POINTS}: each finished repetition is stored in the run's results "
+            "ConfigMap (1 MiB, about 17 kB a point with 8 GPUs of telemetry): split the sweep "
+            "into several benchmarks (sweep.values, sweep.range or sweep.workloads a part "
+            "each), or lower repetitions",
             cel=f"{_cel_stored_points()} <= {MAX_STORED_POINTS}",
             check=lambda s: stored_points(s) <= MAX_STORED_POINTS,
             field_path=".repetitions",
+        ),
+        Rule(
+            name="spec.workloads-synthetic-generating",
+            message="sweep.workloads sets synthetic input and output lengths: it needs "
+            "synthetic prompts (remove workload.inputFile) and a generating endpoint "
+            "(target.endpointType chat or completions)",
+            cel="!has(self.sweep) || !has(self.sweep.workloads) || (!(has(self.workload) && "
+            f"has(self.workload.inputFile)) && !({_EMBEDDINGS}))",
+            check=lambda s: s.sweep is None or s.sweep.workloads is None or (
+                s.workload.input_file is None and s.target.endpoint_type != "embeddings"
+            ),
+            field_path=".sweep.workloads",
         ),
         Rule(
             name="spec.trigger-needs-pods",
@@ -488,6 +505,14 @@ class Spec(ApiModel):
     def points(self) -> list[float | None]:
         """The sweep's values, or ``[None]`` for a single point."""
         return list(self.sweep.points()) if self.sweep is not None else [None]
+
+    def point_runs(self) -> int:
+        """Point runs one benchmark run measures: values x workloads (a two-axis sweep's
+        ``sweep.workloads``, else 1) x repetitions (a search's probes are not known ahead:
+        its range's grid counts)."""
+        sw = self.sweep
+        workloads = len(sw.workloads) if sw is not None and sw.workloads is not None else 1
+        return len(self.points()) * workloads * self.repetitions
 
     def validate(self) -> None:  # type: ignore[override]  # BaseModel.validate is pydantic v1's
         """Re-checks a spec changed in code (fields assigned after construction).

@@ -19,7 +19,7 @@ from ..sweep_values import (
     sweep_values,
 )
 from .flag import CliFlag
-from .types import Bool, Float, Str, cel_value, cel_whole, is_whole
+from .types import Bool, Float, PositiveInt, Str, cel_value, cel_whole, is_whole
 
 __all__ = [
     "ON_POINT_FAILURE",
@@ -28,6 +28,8 @@ __all__ = [
     "Search",
     "SearchGoal",
     "Sweep",
+    "SweepWorkload",
+    "MAX_WORKLOADS",
     "range_parts",
 ]
 
@@ -116,11 +118,39 @@ class Search(ApiModel):
     )
 
 
+#: The most workloads (ISL/OSL pairs) one two-axis sweep may list.
+MAX_WORKLOADS = 16
+
+
+class SweepWorkload(ApiModel):
+    """One ISL/OSL pair of a two-axis sweep: every load value of the sweep runs with it.
+
+    Sets ``workload.inputTokens.mean`` and ``workload.outputTokens.mean`` for its points; the
+    stddevs and every other workload setting stay the spec's own. Why pairs and not two more
+    ranges: sizing asks about the shapes a service sees (chat 128/512, summarisation
+    1024/128), not about every combination of the two lengths (``vllm bench sweep``'s
+    ``--bench-params`` is a list of such dicts too).
+    """
+
+    input_tokens: PositiveInt = Field(description="Mean input tokens (ISL) of this workload.")
+    output_tokens: PositiveInt = Field(
+        description="Mean output tokens (OSL, max_tokens) of this workload."
+    )
+
+    @property
+    def label(self) -> str:
+        """The workload's name in folders, CSV and status: ``isl128-osl512``."""
+        return f"isl{self.input_tokens}-osl{self.output_tokens}"
+
+
 class Sweep(ApiModel):
     """Several load points, run one after another by one runner.
 
     range is "start:end[:step]"; a concurrency range without a step gives the powers of two
-    between ("1:256" -> 1, 2, 4, ..., 256), other types 8 evenly spaced values.
+    between ("1:256" -> 1, 2, 4, ..., 256), other types 8 evenly spaced values. With
+    ``workloads`` the sweep has a second axis: every load value runs once per ISL/OSL pair,
+    workload by workload, and the analysis finds the knee and the max under SLO per workload
+    and the Pareto frontier of tokens/s per GPU against tokens/s per user over the grid.
     """
 
     RULES = (
@@ -258,6 +288,33 @@ class Sweep(ApiModel):
             field_path=".search.resolution",
         ),
         Rule(
+            name="sweep.workloads-load-axis",
+            message="sweep.workloads is the second axis of a load sweep: it needs sweep.type "
+            "concurrency or request_rate (the workloads set the lengths themselves)",
+            cel=f"!has(self.workloads) || {_CEL_TYPE} == 'concurrency' || "
+            f"{_CEL_TYPE} == 'request_rate'",
+            check=lambda s: s.workloads is None or s.type in ("concurrency", "request_rate"),
+            field_path=".workloads",
+        ),
+        Rule(
+            name="sweep.workloads-unique",
+            message="sweep.workloads must not repeat an inputTokens/outputTokens pair",
+            cel="!has(self.workloads) || self.workloads.all(w, self.workloads.exists_one(x, "
+            "x.inputTokens == w.inputTokens && x.outputTokens == w.outputTokens))",
+            check=lambda s: s.workloads is None
+            or len({(w.input_tokens, w.output_tokens) for w in s.workloads}) == len(s.workloads),
+            field_path=".workloads",
+        ),
+        Rule(
+            name="sweep.workloads-grid-only",
+            message="sweep.workloads runs the whole grid: remove sweep.search and "
+            "sweep.stopAfterKnee (each workload gets its knee and max under SLO from the grid)",
+            cel="!has(self.workloads) || (!has(self.search) && "
+            "!(has(self.stopAfterKnee) && self.stopAfterKnee))",
+            check=lambda s: s.workloads is None or (s.search is None and not s.stop_after_knee),
+            field_path=".workloads",
+        ),
+        Rule(
             name="sweep.search-not-after-knee",
             message="sweep.search picks the points itself: remove sweep.stopAfterKnee",
             cel="!has(self.search) || !(has(self.stopAfterKnee) && self.stopAfterKnee)",
@@ -319,6 +376,24 @@ class Sweep(ApiModel):
         default=None,
         description="Search adaptively within range (or values' lowest to highest) instead of "
         "running every point: goal maxUnderSlo.",
+    )
+
+    workloads: Annotated[
+        list[SweepWorkload] | None,
+        CliFlag(
+            "--sweep-workloads",
+            reads="text",  # ISL:OSL,ISL:OSL: parse_workloads reads it
+            metavar="ISL:OSL,...",
+            help="a second axis: run every swept load once per input/output length pair "
+            "(128:512,1024:128); per-workload knee and max under SLO, and the Pareto frontier "
+            "of output tokens/s per GPU against tokens/s per user",
+        ),
+    ] = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_WORKLOADS,
+        description="A second axis: ISL/OSL pairs; every load value runs once per pair "
+        "(points = values x workloads x repetitions).",
     )
 
     def _after_rules(self) -> list[tuple[str, str]]:

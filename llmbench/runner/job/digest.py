@@ -23,14 +23,16 @@ from typing import Any
 
 from llmbench.api.job import TERMINATION_LIMIT, BaselineContext
 from llmbench.api.results import PointResult, SweepAnalysis
-from llmbench.api.spec import Tolerances
+from llmbench.api.spec import MAX_STORED_POINTS, Tolerances
 from llmbench.api.status import (
     KneeStatus,
     MaxUnderSloStatus,
+    ParetoStatus,
     PointStatus,
     RunDigest,
     SearchStatus,
     ShardLoadStatus,
+    WorkloadStatus,
     dump,
 )
 from llmbench.runner.sweep import knee as knee_rules
@@ -49,6 +51,7 @@ __all__ = [
     "point_warnings",
     "rule_name",
     "termination_message",
+    "workload_statuses",
 ]
 
 #: Telemetry validity signals that make a point's numbers untrustworthy (``MeasurementValid``).
@@ -173,6 +176,7 @@ def point_statuses(result: SweepResult, data: SweepAnalysis) -> list[PointStatus
                 gpu_utilization_pct=util,
                 gpus=gpus,
                 **_shard_fields(runs),
+                **({"workload": sp.workload} if sp.workload is not None else {}),
             )
         )
     return out
@@ -296,7 +300,7 @@ def build_digest(
     judged = Tolerances().percentages() if tolerances is None else tolerances
     digest = RunDigest(
         run=run,
-        total=len(result.values) * result.spec.repetitions,
+        total=len(result.values) * len(result.workloads) * result.spec.repetitions,
         done=len(result.runs),
         points=points,
         knee=knee_status(data),
@@ -317,7 +321,31 @@ def build_digest(
     )
     # set after construction: the field's alias (maxUnderSLO) is the constructor's keyword
     digest.max_under_slo = max_under_slo_status(data)
+    digest.workloads = workload_statuses(data)
+    if data.pareto is not None:
+        digest.pareto = ParetoStatus(basis=data.pareto.basis,
+                                     frontier=data.pareto.frontier[:MAX_STORED_POINTS])
     return digest
+
+
+def workload_statuses(data: SweepAnalysis) -> list[WorkloadStatus] | None:
+    """A two-axis sweep's per-workload knee and max under SLO, messages clipped (None for a
+    one-axis sweep)."""
+    if data.workloads is None:
+        return None
+    out = []
+    for w in data.workloads:
+        best = w.slo.best if w.slo is not None else None
+        value = next((p.value for p in data.points if p.name == best), None)
+        words = [w.knee_message, *(w.slo.messages if w.slo is not None else ())]
+        out.append(WorkloadStatus.model_validate({
+            "workload": w.label,
+            "knee": w.knee.value if w.knee is not None else None,
+            "maxUnderSLO": value,
+            "maxOtt": w.slo.max_ott if w.slo is not None else None,
+            "message": _clip("; ".join(words), 300),
+        }))
+    return out
 
 
 def _size(digest: RunDigest) -> int:
@@ -359,6 +387,10 @@ def termination_message(digest: RunDigest, limit: int = TERMINATION_LIMIT) -> st
         if d.max_under_slo is not None:
             d.max_under_slo.message = _clip(d.max_under_slo.message, 300)
         d.failed = _clip(d.failed, 300) if d.failed else None
+        for w in d.workloads or ():  # two axes: the figures stay, the words go first
+            w.message = ""
+        if d.pareto is not None and _size(d) > limit:
+            d.pareto.frontier = d.pareto.frontier[:4]
     if _size(d) > limit:
         d.points = []
         d.invalid_reasons = []

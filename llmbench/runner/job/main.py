@@ -347,7 +347,10 @@ class _Job:
         counters = Progress()
         number = self.points_ended + 1
         values = spec.points()
-        value = values[min(len(values) - 1, (number - 1) // max(1, spec.repetitions))]
+        index = (number - 1) // max(1, spec.repetitions)
+        if spec.sweep is not None and spec.sweep.workloads is not None:
+            index %= len(values)  # a grid runs every value again for each workload
+        value = values[min(len(values) - 1, index)]
         name = cfg.artifact_dir.name if cfg.artifact_dir is not None else f"point {number}"
         started, t0 = wall_now(), time.monotonic()
         mean = (sum(self.point_seconds) / len(self.point_seconds)) if self.point_seconds else None
@@ -508,7 +511,7 @@ class _Job:
                 )
             self.scrubber = Scrubber(api_key)
             self.scrubber.install()
-        self.total = len(spec.points()) * spec.repetitions
+        self.total = spec.point_runs()
         replicas = spec.runner.replicas
         if not 0 <= self.shard < replicas:
             raise JobError(

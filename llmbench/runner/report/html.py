@@ -189,13 +189,24 @@ def render_report(
     streaming = result.spec.target.streaming
     plots_dir = run_dir / PLOTS_DIR
     per_point = [
-        (p.label, _records(records, (r.name for r in p.runs if r.status == DONE)))
+        (f"{p.label} {p.workload}" if p.workload else p.label,
+         _records(records, (r.name for r in p.runs if r.status == DONE)))
         for p in data.points
         if p.status == "ok"
     ]
-    pngs = [
-        latency_throughput_plot(data, "ttft", plots_dir / "ott_vs_ttft_p99.png"),
-        latency_throughput_plot(data, "itl", plots_dir / "ott_vs_itl_p99.png"),
+    if data.pareto is None:
+        pngs = [
+            latency_throughput_plot(data, "ttft", plots_dir / "ott_vs_ttft_p99.png"),
+            latency_throughput_plot(data, "itl", plots_dir / "ott_vs_itl_p99.png"),
+        ]
+    else:  # a two-axis sweep: the frontier, then the two curves per workload
+        from llmbench.runner.report.pareto_plot import pareto_plot, workload_views
+
+        pngs = [pareto_plot(data.pareto, plots_dir / "pareto.png")] + [
+            latency_throughput_plot(view, m, plots_dir / f"ott_vs_{m}_p99-{label}.png")
+            for m in ("ttft", "itl") for label, view in workload_views(data)
+        ]
+    pngs += [
         ttft_vs_isl_plot(per_point, plots_dir / "ttft_vs_isl.png", streaming),
         itl_position_plot(per_point, plots_dir / "itl_by_position.png"),
         latency_distribution_plot(per_point, plots_dir / "latency_distributions.png", streaming),
@@ -208,6 +219,10 @@ def render_report(
         classes[data.slo.best_index] = "best"
     if data.knee is not None:
         classes[data.knee.index] = "knee"
+    names = [p.name for p in data.points]
+    for w in data.workloads or ():  # a two-axis sweep: each workload's knee
+        if w.knee is not None and w.knee.name in names:
+            classes[names.index(w.knee.name)] = "knee"
     summary, gpu = split_tables(summary_csv(data))
     body = [
         f"<p class=\"note\">model <b>{html.escape(data.model)}</b>, "

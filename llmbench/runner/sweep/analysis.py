@@ -33,6 +33,7 @@ from llmbench.api.results import (
     SloVerdict,
     SweepAnalysis,
     SweepPoint,
+    WorkloadSummary,
 )
 from llmbench.runner.artifacts.write import write_atomic
 from llmbench.runner.labels import (
@@ -42,6 +43,7 @@ from llmbench.runner.labels import (
     genai_perf_number,
 )
 from llmbench.runner.sweep.knee import (
+    PointMetrics,
     SloResult,
     find_knee,
     knee_message,
@@ -50,6 +52,7 @@ from llmbench.runner.sweep.knee import (
     slo_message,
     value_label,
 )
+from llmbench.runner.sweep.pareto import pareto_summary
 from llmbench.runner.sweep.run import (
     DONE,
     PointRun,
@@ -143,9 +146,9 @@ def cost_per_million(ott: float | None, price_per_hour: float | None) -> float |
     return price_per_hour / (ott * 3600.0) * 1e6
 
 
-def config_name(result: SweepResult, value: float) -> str:
+def config_name(result: SweepResult, value: float, workload: str | None = None) -> str:
     """The point's name without the repetition suffix (one CSV row per value)."""
-    name = point_name(result.spec, result.model, result.sweep_type, value, 1)
+    name = point_name(result.spec, result.model, result.sweep_type, value, 1, workload)
     return name[: -len("-rep1")] if result.spec.repetitions > 1 else name
 
 
@@ -158,22 +161,59 @@ def _done(runs: Sequence[PointRun]) -> list[PointResult]:
     return [r.summary for r in runs if r.status == DONE and r.summary is not None]
 
 
+def _verdicts(
+    sweep_type: str, metrics: Sequence[PointMetrics], points: Sequence[SweepPoint],
+    limits: dict[str, float],
+) -> tuple[KneeSummary | None, str, SloResult | None, SloVerdict | None]:
+    """The knee and the max under SLO of one load axis (the whole sweep, or one workload's
+    points): its summary, message, SLO result (for the points' verdicts) and summary."""
+    knee = find_knee(metrics, sweep_type=sweep_type) if sweep_type in KNEE_SWEEPS else None
+    if sweep_type in KNEE_SWEEPS:
+        kmsg = knee_message(knee, metrics, sweep_type)
+    else:
+        kmsg = f"knee: not applicable to {sweep_type} sweeps (the rule reads load sweeps)"
+    slo: SloResult | None = max_under_slo(metrics, limits) if limits else None
+    knee_summary = (
+        KneeSummary(index=knee.index, value=knee.value, rules=list(knee.rules),
+                    details=list(knee.details), name=points[knee.index].name)
+        if knee is not None
+        else None
+    )
+    verdict = (
+        SloVerdict(
+            limits=limits,
+            best_index=slo.best,
+            best=points[slo.best].name if slo.best is not None else None,
+            max_ott=metrics[slo.best].ott if slo.best is not None else None,
+            first_failure_index=slo.first_failure,
+            first_failure=(
+                points[slo.first_failure].name if slo.first_failure is not None else None
+            ),
+            messages=slo_message(slo, metrics, limits, sweep_type) + (
+                [SCHEDULE_NOTE] if latency_from(metrics) == "schedule" else []
+            ),
+            latency_from=latency_from(metrics),
+        )
+        if slo is not None
+        else None
+    )
+    return knee_summary, kmsg, slo, verdict
+
+
 def analysis(result: SweepResult) -> SweepAnalysis:
-    """Knee, SLO verdicts, spreads and cost of a sweep: the model of the JSON export."""
+    """Knee, SLO verdicts, spreads and cost of a sweep: the model of the JSON export.
+
+    Two axes (``sweep.workloads``): the knee and the max under SLO per workload
+    (:attr:`SweepAnalysis.workloads`), the whole grid's best point under SLO as ``slo``, no
+    sweep-wide knee (the rule reads one load axis), and the Pareto view
+    (:mod:`.pareto`).
+    """
     spec = result.spec
     groups = result.by_value()
     aggregated = result.points()
     metrics = [m for m, _ in aggregated]
     limits = spec.slo.limits()
-    knee = (
-        find_knee(metrics, sweep_type=result.sweep_type)
-        if result.sweep_type in KNEE_SWEEPS
-        else None
-    )
-    if result.sweep_type in KNEE_SWEEPS:
-        kmsg = knee_message(knee, metrics, result.sweep_type)
-    else:
-        kmsg = f"knee: not applicable to {result.sweep_type} sweeps (the rule reads load sweeps)"
+    two_axes = spec.sweep is not None and spec.sweep.workloads is not None
     slo: SloResult | None = max_under_slo(metrics, limits) if limits else None
     price = spec.cost.price_per_hour
     points = []
@@ -182,8 +222,9 @@ def analysis(result: SweepResult) -> SweepAnalysis:
         if slo is not None:
             violations = [str(v) for v in slo.violations[i]]
             verdict = {"meets_slo": slo.passed(i), "violations": violations}
+        workload = group[0].workload
         points.append(SweepPoint(
-            name=config_name(result, m.value),
+            name=config_name(result, m.value, workload),
             value=m.value,
             label=value_label(result.sweep_type, m.value),
             status="failed" if m.failed else "ok",
@@ -199,7 +240,22 @@ def analysis(result: SweepResult) -> SweepAnalysis:
             **verdict,
             **_measured_lengths(group),
             **_shard_cells(group),
+            **(_pareto_inputs(group) if two_axes else {}),
         ))
+    two_axis: dict[str, Any] = {}  # optional keys: a one-axis file keeps its own
+    if two_axes:
+        per_workload = _workload_summaries(result, metrics, points, limits)
+        two_axis = {"workloads": per_workload, "pareto": pareto_summary(points)}
+        knee, kmsg = None, "knee: per workload (two-axis sweep): " + "; ".join(
+            f"{w.label}: {w.knee_message}" for w in per_workload
+        )
+        _, _, _, slo_verdict = _verdicts(result.sweep_type, metrics, points, limits)
+        if slo_verdict is not None:  # the grid's best; each workload's verdict in its words
+            slo_verdict.messages = [
+                f"{w.label}: {msg}" for w in per_workload if w.slo for msg in w.slo.messages
+            ]
+    else:
+        knee, kmsg, _, slo_verdict = _verdicts(result.sweep_type, metrics, points, limits)
     return SweepAnalysis(
         model=result.model,
         sweep_type=result.sweep_type,
@@ -207,31 +263,9 @@ def analysis(result: SweepResult) -> SweepAnalysis:
         repetitions=spec.repetitions,
         spec=spec.to_dict(),
         points=points,
-        knee=(
-            KneeSummary(index=knee.index, value=knee.value, rules=list(knee.rules),
-                 details=list(knee.details), name=points[knee.index].name)
-            if knee is not None
-            else None
-        ),
+        knee=knee,
         knee_message=kmsg,
-        slo=(
-            SloVerdict(
-                limits=limits,
-                best_index=slo.best,
-                best=points[slo.best].name if slo.best is not None else None,
-                max_ott=metrics[slo.best].ott if slo.best is not None else None,
-                first_failure_index=slo.first_failure,
-                first_failure=(
-                    points[slo.first_failure].name if slo.first_failure is not None else None
-                ),
-                messages=slo_message(slo, metrics, limits, result.sweep_type) + (
-                    [SCHEDULE_NOTE] if latency_from(metrics) == "schedule" else []
-                ),
-                latency_from=latency_from(metrics),
-            )
-            if slo is not None
-            else None
-        ),
+        slo=slo_verdict,
         cost=CostSummary(price_per_hour=price, currency=spec.cost.currency),
         interrupted=result.interrupted,
         stopped_after_knee=result.stopped_after_knee,
@@ -239,7 +273,42 @@ def analysis(result: SweepResult) -> SweepAnalysis:
         resumed=list(result.resumed),
         failed_points=[p.name for p in points if p.status == "failed"],
         search=search_summary(result, points),
+        **two_axis,
     )
+
+
+def _workload_summaries(
+    result: SweepResult, metrics: Sequence[PointMetrics], points: Sequence[SweepPoint],
+    limits: dict[str, float],
+) -> list[WorkloadSummary]:
+    """Each workload's points and its knee and max under SLO, as a one-axis sweep of its own
+    would report them (workloads not reached yet have no points and no verdicts)."""
+    assert result.spec.sweep is not None and result.spec.sweep.workloads is not None
+    out = []
+    for wl in result.spec.sweep.workloads:
+        mine = [i for i, p in enumerate(points) if p.workload == wl.label]
+        knee, kmsg, _, slo = _verdicts(
+            result.sweep_type, [metrics[i] for i in mine], [points[i] for i in mine], limits
+        )
+        out.append(WorkloadSummary(
+            label=wl.label, input_tokens=wl.input_tokens, output_tokens=wl.output_tokens,
+            points=[points[i].name for i in mine], knee=knee, knee_message=kmsg, slo=slo,
+        ))
+    return out
+
+
+def _pareto_inputs(group: Sequence[PointRun]) -> dict[str, Any]:
+    """A two-axis point's workload, per-user output tokens/s (mean over repetitions) and kept
+    GPU count (the most any repetition kept; absent without GPU telemetry)."""
+    per_user = _mean([
+        s.output_token_throughput_per_user.avg
+        for s in _done(group)
+        if s.output_token_throughput_per_user is not None
+    ])
+    gpus = max(
+        (len(s.telemetry.gpus) for s in _done(group) if s.telemetry is not None), default=0
+    )
+    return {"workload": group[0].workload, "tokens_per_user": per_user, "gpus": gpus or None}
 
 
 def search_summary(result: SweepResult, points: Sequence[SweepPoint]) -> SearchSummary | None:
@@ -341,6 +410,9 @@ def _isl(result: SweepResult, value: float, group: Sequence[PointRun]) -> float 
     """The ISL column: the swept length, the synthetic mean, or the measured mean (input file)."""
     if result.sweep_type == "input_sequence_length":
         return value
+    sw = result.spec.sweep
+    if sw is not None and sw.workloads is not None and group[0].workload is not None:
+        return float(next(w.input_tokens for w in sw.workloads if w.label == group[0].workload))
     if result.spec.workload.input_file is None:
         return float(result.spec.workload.input_tokens.mean)
     return _mean([
@@ -389,8 +461,12 @@ def table1_columns(data: SweepAnalysis) -> list[str]:
     if any(p.metrics.ttfa_p99_ms is not None or p.metrics.reasoning_tokens_avg is not None
            for p in data.points):
         cols += list(REASONING_COLUMNS)
+    if data.workloads is not None:
+        cols.append("Workload")
     if st in KNEE_SWEEPS:
         cols.append("Knee")
+    if data.pareto is not None:
+        cols += [PER_USER_COLUMN, _per_gpu_column(data), "Pareto Frontier"]
     if data.search is not None:
         cols += ["Search Probe", "Max Under SLO"]
     if data.repetitions > 1:
@@ -399,6 +475,33 @@ def table1_columns(data: SweepAnalysis) -> list[str]:
         cols += ["Replicas", "Shard Load (achieved/target)"]
     cols.append("Status")
     return cols
+
+
+#: Two-axis sweeps' Pareto columns (the y axis' header names its divisor).
+PER_USER_COLUMN = "Output Tokens/s per User"
+
+
+def _per_gpu_column(data: SweepAnalysis) -> str:
+    basis = data.pareto.basis if data.pareto is not None else "run"
+    return "Output Tokens/s per GPU" if basis == "gpu" else "Output Tokens/s per Run"
+
+
+def _knee_names(data: SweepAnalysis) -> set[str]:
+    """The knee point(s): the sweep's, or each workload's on two axes."""
+    knees = [data.knee] + [w.knee for w in data.workloads or ()]
+    return {k.name for k in knees if k is not None}
+
+
+def _pareto_cells(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
+    """A two-axis point's Pareto cells: both axes and ``yes`` on the frontier."""
+    if data.pareto is None:
+        return {}
+    mine = next((q for q in data.pareto.points if q.name == p.name), None)
+    return {
+        PER_USER_COLUMN: format_value(mine.tokens_per_user if mine else None),
+        _per_gpu_column(data): format_value(mine.tokens_per_second if mine else None),
+        "Pareto Frontier": "yes" if mine is not None and mine.frontier else "",
+    }
 
 
 def _stimulus(data: SweepAnalysis, p: SweepPoint) -> str:
@@ -430,7 +533,6 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
     m = p.metrics
     workload = data.spec.get("workload", {})
     stimulus = _stimulus(data, p)
-    knee = data.knee
     row = {
         "Config Name": p.name,
         "Concurrency": stimulus,
@@ -448,7 +550,9 @@ def table1_row(data: SweepAnalysis, p: SweepPoint) -> dict[str, str]:
         "Energy per Output Token (J)": format_value(p.joules_per_output_token, 4),
         REASONING_COLUMNS[0]: format_value(m.ttfa_p99_ms),
         REASONING_COLUMNS[1]: format_value(m.reasoning_tokens_avg),
-        "Knee": "yes" if knee is not None and knee.name == p.name else "",
+        "Knee": "yes" if p.name in _knee_names(data) else "",
+        "Workload": p.workload or "",
+        **_pareto_cells(data, p),
         **_search_cells(data, p),
         "Repetitions": str(len([r for r in p.runs if r.status == DONE])),
         "Max Spread (%)": format_value(
@@ -485,10 +589,17 @@ def findings(data: SweepAnalysis) -> list[tuple[Severity, str]]:
 
     Each line is said once here so the console and the report cannot tell different stories.
     """
-    out: list[tuple[Severity, str]] = [("info", data.knee_message)]
+    out: list[tuple[Severity, str]] = []
+    for w in data.workloads or ():  # two axes: each workload's knee, then its SLO verdict
+        out.append(("info", f"{w.label}: {w.knee_message}"))
+        out += [("info", f"{w.label}: {m}") for m in (w.slo.messages if w.slo else ())]
+    if data.workloads is None:
+        out.append(("info", data.knee_message))
     slo = data.slo
-    if slo is not None:
+    if slo is not None and data.workloads is None:
         out += [("info", m) for m in slo.messages]
+    if data.pareto is not None:
+        out.append(("info", data.pareto.message))
     if data.search is not None:
         out.append(("info" if data.search.converged else "warn", data.search.message))
     price = data.cost.price_per_hour

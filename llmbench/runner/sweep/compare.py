@@ -42,6 +42,7 @@ __all__ = [
     "SweepFigures",
     "compare",
     "compare_sweeps",
+    "PointKey",
     "figures_from_points",
     "parse_tolerances",
     "pct",
@@ -49,6 +50,7 @@ __all__ = [
     "regression_verdict",
     "render",
     "signed_tolerance",
+    "point_scope",
     "sweep_figures",
 ]
 
@@ -114,14 +116,28 @@ def point_metrics(figures: PointFigures) -> dict[str, float | None]:
     return {key: getattr(figures, attr) for key, attr in POINT_METRICS.items()}
 
 
+#: A compared point: its workload (``""`` outside a two-axis sweep) and its swept value, so
+#: a grid's points at one load value stay apart.
+PointKey = tuple[str, float]
+
+
+def point_scope(sweep_type: str, key: PointKey) -> str:
+    """A point's scope in rows and messages: ``concurrency 16``, on two axes with its
+    workload (``concurrency 16 isl128-osl512``)."""
+    workload, value = key
+    label = value_label(sweep_type, value)
+    return f"{label} {workload}" if workload else label
+
+
 @dataclass(frozen=True)
 class SweepFigures:
-    """A sweep as compared: max OTT under SLO and the points' figures keyed by swept value
-    (from an analyze export, a run digest or a baseline: all :class:`PointFigures`)."""
+    """A sweep as compared: max OTT under SLO and the points' figures keyed by workload and
+    swept value (from an analyze export, a run digest or a baseline: all
+    :class:`PointFigures`)."""
 
     sweep_type: str
     max_ott_under_slo: float | None
-    points: Mapping[float, PointFigures]
+    points: Mapping[PointKey, PointFigures]
     #: the sweep's peak OTT when known without its points (fixed baseline numbers)
     peak_ott: float | None = None
 
@@ -213,20 +229,22 @@ def figures_from_points(
     peak_ott: float | None = None,
 ) -> SweepFigures:
     """A sweep's figures from its points (status points of a run digest, or a baseline the
-    operator resolved): what ``llmbench results --compare`` and the regression verdict use."""
+    operator resolved): what ``llmbench results --compare`` and the regression verdict use.
+    A point with a ``workload`` (a two-axis sweep's status point) is keyed by it too."""
     return SweepFigures(
         sweep_type=sweep_type,
         max_ott_under_slo=max_ott_under_slo,
-        points={p.value: p for p in points},
+        points={(getattr(p, "workload", None) or "", p.value): p for p in points},
         peak_ott=peak_ott,
     )
 
 
 def sweep_figures(d: SweepAnalysis) -> SweepFigures:
     """A sweep analysis's figures as compared (max OTT under SLO, each point's figures)."""
-    return figures_from_points(
-        (p.metrics for p in d.points), d.slo.max_ott if d.slo is not None else None,
-        d.sweep_type,
+    return SweepFigures(
+        sweep_type=d.sweep_type,
+        max_ott_under_slo=d.slo.max_ott if d.slo is not None else None,
+        points={(p.workload or "", p.value): p.metrics for p in d.points},
     )
 
 
@@ -329,20 +347,20 @@ def regression_verdict(
 
 def compare_sweeps(a: SweepFigures, b: SweepFigures, tolerances: dict[str, float]) -> list[Row]:
     """Two sweeps of the same type as rows: sweep-level metrics, then each point matched by
-    its swept value (points in only one of them listed without a verdict)."""
+    its workload and swept value (points in only one of them listed without a verdict)."""
     rows: list[Row] = []
     sa, sb = a.metrics(), b.metrics()
     for k in sa:
         if sa[k] is not None or sb[k] is not None:
             rows.append(_row("sweep", k, sa[k], sb[k], tolerances))
     pa, pb = a.points, b.points
-    for value in sorted(set(pa) | set(pb)):
-        label = value_label(b.sweep_type, value)
-        if value not in pb or value not in pa:
+    for key in sorted(set(pa) | set(pb)):
+        label = point_scope(b.sweep_type, key)
+        if key not in pb or key not in pa:
             rows.append(Row(label, "point", None, None, None, None,
-                            "only in A" if value not in pb else "only in B"))
+                            "only in A" if key not in pb else "only in B"))
             continue
-        ma, mb = point_metrics(pa[value]), point_metrics(pb[value])
+        ma, mb = point_metrics(pa[key]), point_metrics(pb[key])
         for k in ma:
             if ma[k] is not None or mb[k] is not None:
                 rows.append(_row(label, k, ma[k], mb[k], tolerances))

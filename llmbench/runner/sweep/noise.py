@@ -33,9 +33,9 @@ from llmbench.runner.sweep.compare import (
     MAX_VERDICT_ROWS,
     METRICS,
     point_metrics,
+    point_scope,
     sweep_figures,
 )
-from llmbench.runner.sweep.knee import value_label
 
 __all__ = [
     "DEFAULT_K",
@@ -91,15 +91,17 @@ def noise_band(values: Sequence[float], k: float = DEFAULT_K, floor_pct: float =
 
 def judged_figures(data: SweepAnalysis, tolerances: Mapping[str, float]) -> dict[str, float]:
     """The figures of a run that ``tolerances`` judge, keyed ``scope/metric``: sweep-level
-    (``sweep/max_ott_under_slo``, ``sweep/peak_ott``) and per swept value (``16/ttft_p99``)."""
+    (``sweep/max_ott_under_slo``, ``sweep/peak_ott``) and per swept value (``16/ttft_p99``;
+    a two-axis sweep's with its workload, ``16@isl128-osl512/ttft_p99``)."""
     figures = sweep_figures(data)
     out = {
         f"sweep/{k}": v for k, v in figures.metrics().items() if k in tolerances and v is not None
     }
-    for value, point in sorted(figures.points.items()):
+    for (workload, value), point in sorted(figures.points.items()):
+        scope = f"{value:g}@{workload}" if workload else f"{value:g}"
         for k, v in point_metrics(point).items():
             if k in tolerances and v is not None:
-                out[f"{value:g}/{k}"] = v
+                out[f"{scope}/{k}"] = v
     return out
 
 
@@ -107,8 +109,9 @@ def _scope(key: str, sweep_type: str) -> tuple[str, str]:
     scope, _, metric = key.rpartition("/")
     if scope == "sweep":
         return scope, metric
+    value, _, workload = scope.partition("@")
     try:
-        return value_label(sweep_type, float(scope)), metric
+        return point_scope(sweep_type, (workload, float(value))), metric
     except ValueError:
         return scope, metric
 

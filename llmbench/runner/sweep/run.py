@@ -24,6 +24,11 @@ Point folders, GenAI-Perf's: ``<model>-openai-<endpoint-type>-concurrency<N>``
 (``request_rate<R>`` for rate sweeps);
 length sweeps append ``-isl<N>``/``-osl<N>`` to the load's own name; with repetitions,
 ``-rep<k>``.
+
+Two axes (``sweep.workloads``, ISL/OSL pairs): the grid runs workload by workload, every load
+value of the first workload, then of the next; each point is its workload's spec (the pair's
+lengths as ``workload.inputTokens.mean``/``outputTokens.mean``) at its load value, and its
+folder ends in the workload's label (``...-concurrency8-isl128-osl512``).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,7 @@ from llmbench.api import Spec
 from llmbench.api.figures import FIGURE_NAMES
 from llmbench.api.results import PointResult, ResultFileError, Spread
 from llmbench.api.results.sweep import REASONING_FIGURES, SCHEDULE_FIGURES
+from llmbench.api.spec import SweepWorkload
 from llmbench.runner.artifacts.layout import default_artifact_dir
 from llmbench.runner.artifacts.read import load_summary
 from llmbench.runner.artifacts.write import write_atomic
@@ -91,6 +97,8 @@ class PointRun:
     reason: str | None = None
     summary: PointResult | None = None
     resumed: bool = False
+    #: the point's workload label (``isl128-osl512``) in a two-axis sweep, else None
+    workload: str | None = None
 
     def metrics(self) -> PointMetrics:
         """The knee/SLO figures of this run (a failed run carries its reason)."""
@@ -164,12 +172,18 @@ class SweepResult:
     stopped_on_failure: bool = False
     resumed: list[str] = field(default_factory=list)
 
+    @property
+    def workloads(self) -> list[str | None]:
+        """The second axis' labels in run order; ``[None]`` for a one-axis sweep."""
+        return workload_labels(self.spec)
+
     def by_value(self) -> list[list[PointRun]]:
-        """Runs grouped per swept value, in sweep order (values not reached are left out)."""
-        groups: dict[float, list[PointRun]] = {}
+        """Runs grouped per swept value (per workload and value on two axes), in sweep order
+        (values not reached are left out)."""
+        groups: dict[tuple[str | None, float], list[PointRun]] = {}
         for r in self.runs:
-            groups.setdefault(r.value, []).append(r)
-        return [groups[v] for v in self.values if v in groups]
+            groups.setdefault((r.workload, r.value), []).append(r)
+        return [groups[(w, v)] for w in self.workloads for v in self.values if (w, v) in groups]
 
     def points(self) -> list[tuple[PointMetrics, dict[str, Spread]]]:
         """Aggregated figures and spreads per value reached."""
@@ -245,6 +259,7 @@ def checkpoint_text(result: SweepResult) -> str:
                 "repetition": r.repetition,
                 "status": r.status,
                 "reason": r.reason,
+                **({"workload": r.workload} if r.workload is not None else {}),
             }
             for r in result.runs
         },
@@ -264,7 +279,30 @@ def write_checkpoint(result: SweepResult) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def point_name(spec: Spec, model: str, sweep_type: str, value: float, repetition: int) -> str:
+def workload_labels(spec: Spec) -> list[str | None]:
+    """The labels of ``sweep.workloads`` in run order, ``[None]`` without a second axis."""
+    if spec.sweep is None or spec.sweep.workloads is None:
+        return [None]
+    return [w.label for w in spec.sweep.workloads]
+
+
+def workload_spec(spec: Spec, workload: SweepWorkload) -> Spec:
+    """The spec of one workload's points: the pair's lengths as the synthetic means (the
+    stddevs and everything else kept), so :func:`point_config` builds them unchanged."""
+    out = spec.model_copy(deep=True)
+    out.workload.input_tokens.mean = workload.input_tokens
+    out.workload.output_tokens.mean = workload.output_tokens
+    return out
+
+
+def point_name(
+    spec: Spec,
+    model: str,
+    sweep_type: str,
+    value: float,
+    repetition: int,
+    workload: str | None = None,
+) -> str:
     """The per-point folder name, GenAI-Perf style (see the module docstring)."""
     et = spec.target.endpoint_type
     if sweep_type in ("concurrency", "request_rate"):
@@ -276,6 +314,8 @@ def point_name(spec: Spec, model: str, sweep_type: str, value: float, repetition
         )
         name = default_artifact_dir(model, et, load.mode, mode_value).name
         name += f"-{'isl' if sweep_type == 'input_sequence_length' else 'osl'}{int(value)}"
+    if workload is not None:
+        name += f"-{workload}"
     if spec.repetitions > 1:
         name += f"-rep{repetition}"
     return name
@@ -340,13 +380,26 @@ async def run_sweep(
     result = SweepResult(spec, run_dir, model, sweep_type, [] if plan is not None else values)
     on_failure = spec.sweep.on_point_failure if spec.sweep is not None else "continue"
     stop_after_knee = spec.sweep is not None and spec.sweep.stop_after_knee
-    total = len(values) * spec.repetitions if plan is None else None
+    workloads: list[SweepWorkload | None] = (
+        list(spec.sweep.workloads)
+        if spec.sweep is not None and spec.sweep.workloads is not None
+        else [None]
+    )
+    total = len(values) * len(workloads) * spec.repetitions if plan is None else None
     n = 0
     grid = list(zip(values, raw_values, strict=True))
-    for vi, (value, raw) in enumerate(_sequence(result, plan, grid)):
+    # a search chooses its probes as it goes (one axis only); a grid is known up front
+    cells: Iterable[tuple[SweepWorkload | None, int, float, float | None]] = (
+        [(wl, vi, value, raw) for wl in workloads for vi, (value, raw) in enumerate(grid)]
+        if plan is None
+        else ((None, vi, v, raw) for vi, (v, raw) in enumerate(_sequence(result, plan, grid)))
+    )
+    for wl, vi, value, raw in cells:
+        label = wl.label if wl is not None else None
+        point_spec = workload_spec(spec, wl) if wl is not None else spec
         for rep in range(1, spec.repetitions + 1):
             n += 1
-            name = point_name(spec, model, sweep_type, value, rep)
+            name = point_name(spec, model, sweep_type, value, rep, label)
             point_dir = run_dir / name
             if name in done:
                 try:
@@ -355,7 +408,9 @@ async def run_sweep(
                     say(f"{name}: checkpoint says done but its results are unusable ({exc}); "
                         "re-running")
                 else:
-                    result.runs.append(PointRun(name, value, rep, DONE, None, summary, True))
+                    result.runs.append(
+                        PointRun(name, value, rep, DONE, None, summary, True, label)
+                    )
                     result.resumed.append(name)
                     continue
             if stop.is_set():
@@ -367,7 +422,8 @@ async def run_sweep(
                     f"resuming from {ckpt_path}: {len(result.resumed)}{of} points already "
                     f"done ({', '.join(result.resumed)}); continuing with {name}"
                 )
-            cfg = point_config(spec, raw, api_key=api_key, headers=headers, preflight=preflight)
+            cfg = point_config(point_spec, raw, api_key=api_key, headers=headers,
+                               preflight=preflight)
             cfg.model = model
             cfg.artifact_dir = point_dir
             for key, option in (point_options or {}).items():
@@ -376,7 +432,8 @@ async def run_sweep(
             try:
                 pr = await runner(cfg, stop)
             except (ProfileError, ConnectError, OSError, TimeoutError) as exc:
-                run = PointRun(name, value, rep, FAILED, f"{type(exc).__name__}: {exc}")
+                run = PointRun(name, value, rep, FAILED, f"{type(exc).__name__}: {exc}",
+                               workload=label)
             else:
                 summary = pr.summary
                 if summary.interrupted:
@@ -384,7 +441,8 @@ async def run_sweep(
                     say(f"{name}: interrupted; it will run again when the sweep resumes")
                     break
                 reason = summary.failure_reason()
-                run = PointRun(name, value, rep, FAILED if reason else DONE, reason, summary)
+                run = PointRun(name, value, rep, FAILED if reason else DONE, reason, summary,
+                               workload=label)
             result.runs.append(run)
             write_checkpoint(result)
             if on_point is not None:

@@ -66,10 +66,13 @@ def load_sweep(run_dir: Path) -> tuple[SweepResult, SweepAnalysis]:
                 status, reason = "failed", f"{name}/{GENAI_PERF_JSON} unusable: {exc}"
         result.runs.append(
             PointRun(name, float(info["value"]), int(info.get("repetition", 1)), status, reason,
-                     summary)
+                     summary, workload=info.get("workload"))
         )
     order = {v: i for i, v in enumerate(result.values)}
-    result.runs.sort(key=lambda r: (order.get(r.value, 1e9), r.repetition))
+    axis2 = {w: i for i, w in enumerate(result.workloads)}  # a two-axis grid: workload first
+    result.runs.sort(
+        key=lambda r: (axis2.get(r.workload, 1e9), order.get(r.value, 1e9), r.repetition)
+    )
     return result, _with_gpu_rows(data, result)
 
 

@@ -24,7 +24,7 @@ from llmbench.api.results import (
     ValiditySignal,
     read_result,
 )
-from llmbench.api.status import RunDigest, dump
+from llmbench.api.status import ParetoStatus, RunDigest, WorkloadStatus, dump
 from llmbench.runner.job.digest import (
     build_digest,
     point_warnings,
@@ -160,6 +160,29 @@ def test_pathological_texts_still_fit(tmp_path: Path) -> None:
     assert len(msg.encode()) <= TERMINATION_LIMIT
     back = RunDigest.model_validate_json(msg)
     assert back.failed and back.failed.startswith("yyy") and back.done == 9
+
+
+def test_two_axis_digest_keeps_each_workloads_figures_in_4_kib(tmp_path: Path) -> None:
+    res = sweep_result(tmp_path)
+    d = build_digest(res, analysis(res), run=1, finished=True)
+    # the most a two-axis status holds: 16 workloads with 300-character verdicts, a frontier
+    # of 40 long point names
+    d.workloads = [
+        WorkloadStatus.model_validate({"workload": f"isl{i}-osl{i}", "knee": 8.0,
+                                       "maxUnderSLO": 4.0, "maxOtt": 1500.0 + i,
+                                       "message": "m" * 300})
+        for i in range(16)
+    ]
+    d.pareto = ParetoStatus(basis="gpu", frontier=[f"model-openai-chat-concurrency{i}-isl"
+                                                   f"{i}-osl{i}" for i in range(40)])
+    msg = termination_message(d)
+    assert len(msg.encode()) <= TERMINATION_LIMIT
+    back = RunDigest.model_validate_json(msg)
+    assert back.workloads is not None
+    assert [(w.workload, w.max_under_slo, w.max_ott) for w in back.workloads] == [
+        (f"isl{i}-osl{i}", 4.0, 1500.0 + i) for i in range(16)
+    ]
+    assert back.total == 9 and back.done == 9
 
 
 def test_failed_run_reasons(tmp_path: Path) -> None:

@@ -163,3 +163,26 @@ def test_the_specs_tolerances_are_compares_metrics_with_the_same_direction() -> 
         with pytest.raises((SpecError, ValueError)):
             Tolerances.model_validate({info.alias: bad})
         assert parse_tolerances([f"{name}:{good}"]) == {name: 5.0}
+
+
+def test_a_grid_keeps_its_workloads_apart() -> None:
+    """Two-axis sweeps: points at one load value but of different workloads are compared
+    each with its own, and a regression is named with its workload."""
+    from llmbench.api.status import PointStatus
+    from llmbench.runner.sweep.compare import compare_sweeps, figures_from_points
+
+    def grid(short_ott: float) -> list[PointStatus]:
+        return [
+            PointStatus(name=f"c{c}-{w}", value=c, state="Succeeded", workload=w,
+                        ott=ott, ttft_p99_ms=50.0)
+            for w, ott in (("isl128-osl512", 1000.0), ("isl1024-osl128", short_ott))
+            for c in (1.0, 4.0)
+        ]
+
+    a = figures_from_points(grid(400.0), None, "concurrency")
+    b = figures_from_points(grid(300.0), None, "concurrency")  # only the short one dropped
+    assert len(a.points) == 4
+    rows = compare_sweeps(a, b, {"ott": 5.0})
+    bad = sorted({r.scope for r in rows if r.verdict == "regression"})
+    assert bad == ["concurrency 1 isl1024-osl128", "concurrency 4 isl1024-osl128"]
+    assert not any(r.verdict == "regression" and "isl128-osl512" in r.scope for r in rows)
