@@ -8,11 +8,16 @@ a figure per phase says which one to cut. ``llmbench -v profile`` prints them;
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import logging
 import os
 import resource
+from functools import cache
+from typing import Any
 
-__all__ = ["note_memory"]
+__all__ = ["note_memory", "release_memory"]
 
 log = logging.getLogger("llmbench.memory")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -29,3 +34,28 @@ def note_memory(phase: str) -> None:
         rss = 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     log.debug("memory after %s: rss %.1f MB, peak %.1f MB", phase, rss / 2**20, peak / 2**20)
+
+
+@cache
+def _libc() -> Any:
+    """glibc, when this process runs on it (``malloc_trim`` is glibc's); else None."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+    except OSError:
+        return None
+    return libc if libc is not None and hasattr(libc, "malloc_trim") else None
+
+
+def release_memory() -> None:
+    """Gives the memory the run freed back to the system before the next phase builds on it.
+
+    Why: a phase's garbage (the kept responses once decoded, the statistics' arrays) is freed
+    inside the C heap, which keeps the pages; the exports and plots that follow would then
+    stack their own memory on top of the run's. A full collection frees what cycles held, and
+    glibc's ``malloc_trim(0)`` returns the free pages of every heap (a no-op elsewhere).
+    """
+    gc.collect()
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
