@@ -48,7 +48,8 @@ def _tree_rss(proc: psutil.Process) -> int:
 
 
 def run_child(cmd: list[str], timeout: float = 900, env: dict[str, str] | None = None,
-              stderr_lines: list[str] | None = None) -> tuple[str, float, float]:
+              stderr_lines: list[str] | None = None,
+              cwd: str | None = None) -> tuple[str, float, float]:
     """Runs ``cmd``; returns (stdout, CPU seconds, peak RSS MB) of that child and its workers
     (``stderr_lines``, when given, receives its stderr).
 
@@ -57,7 +58,7 @@ def run_child(cmd: list[str], timeout: float = 900, env: dict[str, str] | None =
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        popen = subprocess.Popen(cmd, stdout=out, stderr=err, text=True,
+        popen = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd,
                                  env={**os.environ, **env} if env else None)
         ps = psutil.Process(popen.pid)
         peak = 0
@@ -108,6 +109,9 @@ def llmbench_profile(url: str, concurrency: int, requests: int, osl: int,
              "--synthetic-input-tokens-mean", str(isl), "--output-tokens-mean", str(osl),
              "--extra-inputs", "ignore_eos:true", "--artifact-dir", tmp, *extra],
             env={"PYTHONPATH": code} if code else None, stderr_lines=stderr_lines,
+            # ``python -m`` puts the working directory first on sys.path: run from a checkout,
+            # the baseline would import the checkout's package instead of ``code``'s
+            cwd=code,
         )
         found = next(Path(tmp).rglob("*_genai_perf.json"))
         summary: dict[str, Any] = json.loads(found.read_text())

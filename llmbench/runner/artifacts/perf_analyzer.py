@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from json.encoder import encode_basestring, encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,13 @@ def _responses(rec: RequestRecord, n: int, endpoint_type: str, streaming: bool,
                      else ', "choices": [{"index": 0, "text": ')
     after = "}}]}\n\n" if chat else "}]}\n\n"
     pieces = _split(text, n)
-    out = [f"data: {before}{json.dumps(piece)}{after}" for piece in pieces]
+    # json.dumps(piece) to the byte, without its per-call encoder: a tenth of the time, and
+    # this runs once per chunk of every request (half a million at the c256 ceiling)
+    quote = encode_basestring_ascii
+    out = [f"data: {before}{quote(piece)}{after}" for piece in pieces]
     if usage is not None:
         last = after.rstrip("\n").removesuffix("}")
-        out[-1] = (f"data: {before}{json.dumps(pieces[-1])}{last}, "
+        out[-1] = (f"data: {before}{quote(pieces[-1])}{last}, "
                    f'"usage": {json.dumps(usage)}}}\n\n')
     return out
 
@@ -174,10 +178,21 @@ def write_perf_analyzer_export(
     def dump(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
+    quote = encode_basestring  # json.dumps(text, ensure_ascii=False), without its encoder
+
+    def dump_request(request: dict[str, Any]) -> str:
+        # what dump(request) writes, byte for byte; the responses (the last key, one string
+        # per chunk, most of the file) are written by hand: the generic encoder's walk over
+        # their dicts cost more than the escaping itself
+        outputs = request.pop("response_outputs")
+        return (dump(request)[:-1] + ',"response_outputs":['
+                + ",".join(['{"response":' + quote(o["response"]) + "}" for o in outputs])
+                + "]}")
+
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8", newline="") as f:
         f.write('{"experiments":[{"experiment":' + dump(experiment) + ',"requests":[')
         for i, request in enumerate(requests):
-            f.write(("," if i else "") + dump(request))
+            f.write(("," if i else "") + dump_request(request))
         f.write('],"window_boundaries":' + dump(bounds) + "}]," + dump(top)[1:])
     os.replace(tmp, path)

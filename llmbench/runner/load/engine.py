@@ -118,6 +118,7 @@ async def run_load(
                 raise failure
     finally:
         client.close()
+        state.buffer.close()  # the packer's thread ends (a failed run decodes nothing)
         if gc_was_enabled:
             gc.enable()
     records = state.finish()

@@ -33,7 +33,7 @@ from llmbench.runner.load.result import LoadResult, Progress, SlotStarts
 from llmbench.runner.load.sessions import session_plan
 from llmbench.runner.load.workers import run_load_workers
 from llmbench.runner.point.config import ProfileConfig
-from llmbench.runner.point.memory import note_memory
+from llmbench.runner.point.memory import note_memory, release_memory
 from llmbench.runner.point.metrics import stats, summarize
 from llmbench.runner.point.preflight import ProfileError, preflight
 from llmbench.runner.point.stability import (
@@ -239,6 +239,7 @@ async def run_profile(
         finally:
             await window("end")
     records = load.records
+    release_memory()  # the decoded responses' bytes: before the summary and files build
     note_memory("load and decoding")
     inputs = workload_mod.inputs_json(prepared)
     if load.sent_bodies:
@@ -308,6 +309,7 @@ async def run_profile(
             out_dir, records, summary, inputs, stem=cfg.export_stem, bodies=bodies,
             timeseries=timeseries,
         )
+        release_memory()  # before the caller's plots, which need ~40 MB of their own
         note_memory("exports")
     return ProfileResult(summary, records, out_dir, timeseries)
 
