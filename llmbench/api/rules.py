@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -342,6 +342,24 @@ def _field_by_key(model: type[BaseModel], key: Any) -> FieldInfo | None:
     return None
 
 
+#: What a list's items are, in a message (``must be a list of strings``).
+_ITEM_NAMES: dict[Any, str] = {float: "numbers", int: "integers", str: "strings",
+                               bool: "true/false values", dict: "mappings"}
+
+
+def _list_of(annotation: Any) -> str:
+    """``a list of <items>`` for a ``list[...]`` field's annotation (``a list`` when the
+    items are not named here)."""
+    args = get_args(annotation)
+    item = args[0] if get_origin(annotation) is list and args else None
+    while get_origin(item) is Annotated:
+        item = get_args(item)[0]
+    if isinstance(item, type) and issubclass(item, BaseModel):
+        return "a list of mappings"
+    name = _ITEM_NAMES.get(get_origin(item) or item)
+    return f"a list of {name}" if name else "a list"
+
+
 def _walk(root: type[BaseModel], loc: Iterable[Any]) -> tuple[type[BaseModel] | None, Any]:
     """Follows a pydantic ``loc`` from ``root``: the innermost model and the last field type."""
     model: type[BaseModel] | None = root
@@ -452,10 +470,7 @@ def _message(root: type[BaseModel], err: Mapping[str, Any]) -> list[tuple[str, s
     if kind == "too_long":
         return [("", f"must have at most {ctx['max_length']} items")]
     if kind in _TYPE_NAMES:
-        if kind == "list_type" or (loc and isinstance(loc[-1], int)):
-            what = "a list of numbers" if kind == "list_type" else "a number"
-        else:
-            what = _TYPE_NAMES[kind]
+        what = _list_of(_walk(root, loc)[1]) if kind == "list_type" else _TYPE_NAMES[kind]
         if raw is None:
             return [("", f"must be {what}, not null")]
         return [("", f"must be {what}, got {raw!r}")]

@@ -8,10 +8,17 @@ alive the resync (:mod:`.resync`) renews it, so a Lease nobody renewed for a who
 queued benchmark. Whether an existing Lease blocks a benchmark is :func:`lease_verdict`, a
 pure function; the API calls are :func:`acquire_lease`, :func:`renew_lease` and
 :func:`release_lease`.
+
+A benchmark the Lease blocks is ``Queued`` and waits in memory (:class:`~.state.Queues`)
+without polling: :func:`release_lease` wakes its queue, and so does the deletion of the holder;
+otherwise :func:`check_queue` looks at the Lease once per Lease (not once per queued benchmark)
+when it can have expired or at the resync interval (:func:`next_check_in`), and wakes the
+queue when :func:`queue_check` says the Lease no longer holds it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -19,15 +26,17 @@ from typing import Any, Literal
 from llmbench.operator.build import holder_identity, lease_name, target_lease
 from llmbench.operator.kube import NotFound
 from llmbench.operator.schedule import parse_time
-from llmbench.operator.state import Operator
+from llmbench.operator.state import LeaseKey, Operator
 from llmbench.operator.status import status_of
 
 __all__ = [
-    "acquire_lease", "lease_expired", "lease_time", "lease_verdict", "release_lease",
-    "renew_lease",
+    "acquire_lease", "check_queue", "lease_expired", "lease_time", "lease_verdict",
+    "next_check_in", "queue_check", "release_lease", "renew_lease",
 ]
 
 Verdict = Literal["ours", "held", "stale"]
+#: Seconds after a Lease's expiry before its queue looks (:func:`lease_expired` is strict).
+_EXPIRY_MARGIN = 1.0
 
 
 def lease_time(at: datetime) -> str:
@@ -64,10 +73,65 @@ def lease_verdict(
     return "stale"
 
 
+def next_check_in(
+    spec: Mapping[str, Any], at: datetime, resync_interval: float, not_before: float = 0.0
+) -> float:
+    """Seconds from ``at`` until a queue looks at its Lease (``spec``) again: just after the
+    Lease can have expired (its ``renewTime``, else ``acquireTime``, plus
+    ``leaseDurationSeconds``; not before ``not_before`` seconds, when this operator may count
+    an expiry at all) or after ``resync_interval`` (a release nobody saw), whichever is first;
+    at least a second.
+
+    Example: a Lease renewed 100 s ago with a 120 s duration is looked at in 21 s with a
+    30 s resync, a fresh one in 30 s.
+    """
+    duration = spec.get("leaseDurationSeconds")
+    last = spec.get("renewTime") or spec.get("acquireTime")
+    if not duration or not last:
+        return max(1.0, resync_interval)
+    expires_in = float(duration) - (at - parse_time(str(last))).total_seconds() + _EXPIRY_MARGIN
+    return max(1.0, min(resync_interval, max(expires_in, not_before)))
+
+
+def queue_check(
+    spec: Mapping[str, Any] | None, holder: str, holder_body: Mapping[str, Any] | None,
+    expired: bool,
+) -> Literal["wake", "wait"]:
+    """Whether the benchmarks queued behind ``holder`` try again now (``wake``): the Lease
+    (``spec``) is gone or has another holder, or it is stale (:func:`lease_verdict`: the
+    holder, ``holder_body`` as the watch last saw it, is gone or finished, or the Lease
+    ``expired``). Else they go on waiting without an API call."""
+    if spec is None or spec.get("holderIdentity") != holder:
+        return "wake"
+    return "wake" if lease_verdict(holder, "", holder_body, expired) == "stale" else "wait"
+
+
+async def check_queue(op: Operator, lease: LeaseKey, holder: str) -> None:
+    """One look at a Lease that benchmarks are queued behind (one GET, however long the
+    queue): wakes the queue (:func:`queue_check`) or sets the next look
+    (:func:`next_check_in`)."""
+    namespace, name = lease
+    try:
+        spec: Mapping[str, Any] | None = (await op.kube.get_lease(namespace, name)).get(
+            "spec") or {}
+    except NotFound:
+        spec = None
+    holder_ns, _, holder_name = holder.partition("/")
+    now = datetime.now(UTC)
+    not_before = op.config.lease_duration - op.uptime()
+    expired = not_before <= 0 and spec is not None and lease_expired(spec, now)
+    if queue_check(spec, holder, op.benchmarks.get((holder_ns, holder_name)), expired) == "wake":
+        op.queues.wake(lease)
+        return
+    wait = next_check_in(spec or {}, now, op.config.resync_interval, not_before)
+    op.queues.checked(lease, asyncio.get_running_loop().time() + wait)
+
+
 async def acquire_lease(
     op: Operator, body: Mapping[str, Any], target_key: str, at: datetime
 ) -> str | None:
-    """Takes the endpoint's Lease; returns the holder when another benchmark has it."""
+    """Takes the endpoint's Lease; returns the holder when another benchmark has it, and
+    queues the benchmark behind it (:meth:`~.state.Operator.queue_behind`)."""
     lease = target_lease(body, target_key, lease_time(at))
     # renewTime and expiry are wall-clock times (never the operator's test clock): they are
     # compared with what other operators wrote
@@ -98,6 +162,12 @@ async def acquire_lease(
         if verdict == "ours":
             return None
         if verdict == "held":
+            now = asyncio.get_running_loop().time()
+            wait = next_check_in(existing.get("spec") or {}, datetime.now(UTC),
+                                 op.config.resync_interval,
+                                 op.config.lease_duration - op.uptime())
+            op.queue_behind(body["metadata"]["namespace"], body["metadata"]["name"],
+                            (namespace, name), holder, now, now + wait)
             return holder
         await op.kube.delete_lease(namespace, name, holder)
     return None
@@ -112,7 +182,8 @@ async def renew_lease(op: Operator, body: Mapping[str, Any], target_key: str) ->
 
 
 async def release_lease(op: Operator, body: Mapping[str, Any], target_key: str) -> None:
-    """Frees the endpoint for the next queued benchmark (only if this benchmark holds it)."""
-    await op.kube.delete_lease(
-        body["metadata"]["namespace"], lease_name(target_key), holder_identity(body)
-    )
+    """Frees the endpoint for the next queued benchmark (only if this benchmark holds it),
+    and wakes the benchmarks queued on it: they try again at the next tick, in turn."""
+    namespace, name = body["metadata"]["namespace"], lease_name(target_key)
+    await op.kube.delete_lease(namespace, name, holder_identity(body))
+    op.queues.wake((namespace, name))

@@ -188,10 +188,11 @@ async def reconcile(
     """Brings the benchmark's current run into existence (see :func:`decide`).
 
     A benchmark that must wait (target not ready, endpoint busy) is left ``Pending`` or
-    ``Queued``; :func:`retry` tries it again with backoff. ``tick`` is a schedule tick that
-    is due (:func:`schedule_tick`), ``cause`` another reason for a run (the target changed:
-    :func:`~.resync.check_target`): either starts a new run of an unchanged spec, or, with a
-    run in progress, is skipped (``concurrencyPolicy: Forbid``) or replaces it (``Replace``).
+    ``Queued``; :func:`retry` tries it again with backoff, or when its queue is woken.
+    ``tick`` is a schedule tick that is due (:func:`schedule_tick`), ``cause`` another reason
+    for a run (the target changed: :func:`~.resync.check_target`): either starts a new run
+    of an unchanged spec, or, with a run in progress, is skipped (``concurrencyPolicy:
+    Forbid``) or replaces it (``Replace``).
     """
     async with op.locked(namespace, name) as body:
         if body is None:
@@ -242,8 +243,10 @@ async def reconcile(
         if outcome == "created":
             op.forget(namespace, name)
         elif outcome == "target":
+            op.queues.leave((namespace, name))
             op.back_off(namespace, name, asyncio.get_running_loop().time())
-        # "queued": try again at the next tick, so the Lease is taken soon after its release
+        # "queued": acquire_lease put it in the Lease's queue; it makes no API call until the
+        # queue is woken (the Lease released, its holder deleted, expired: see .lease)
 
 
 async def replace_run(
@@ -295,7 +298,15 @@ async def schedule_tick(op: Operator, namespace: str, name: str, seen: Mapping[s
 
 
 async def retry(op: Operator, namespace: str, name: str) -> None:
-    """A waiting benchmark tries again when its backoff is due: a reference was created, the
-    Lease was released or its holder deleted."""
-    if op.due(namespace, name, asyncio.get_running_loop().time()):
+    """A waiting benchmark tries again when it is due (:meth:`~.state.Operator.due`): its
+    target's backoff is over (a reference may have been created), or its queue was woken
+    (the Lease released, its holder deleted, the Lease expired). A try that raises (the API
+    server unreachable, say) backs off too, rather than trying again every tick."""
+    now = asyncio.get_running_loop().time()
+    if not op.due(namespace, name, now):
+        return
+    try:
         await reconcile(op, namespace, name)
+    except Exception:
+        op.back_off(namespace, name, now)
+        raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Mapping, MutableMapping
@@ -28,8 +29,13 @@ from llmbench.operator.build import DEFAULT_RUNNER_IMAGE, DEFAULT_RUNNER_POD
 from llmbench.operator.kube import Kube, NotFound
 from llmbench.operator.schedule import Clock
 
-__all__ = ["CONFIG_KEY", "STATE_KEY", "Operator", "OperatorConfig", "backoff", "connect", "of",
-           "seen", "start"]
+__all__ = ["CONFIG_KEY", "STATE_KEY", "LeaseKey", "Operator", "OperatorConfig", "Queues", "backoff",
+           "connect", "of", "seen", "start"]
+
+#: A benchmark: (namespace, name).
+Key = tuple[str, str]
+#: An endpoint Lease: (namespace, name).
+LeaseKey = tuple[str, str]
 
 #: The memo key ``llmbench operator`` puts its :class:`OperatorConfig` under.
 CONFIG_KEY = "config"
@@ -82,6 +88,116 @@ def backoff(retry_delay: float, tries: int) -> float:
 
 
 @dataclass
+class _Waiter:
+    lease: LeaseKey
+    #: Monotonic time it first queued on this Lease: its place in the queue.
+    since: float
+    woken: bool = False
+
+
+@dataclass
+class _Watched:
+    #: The holder the queue last saw (``<namespace>/<name>``).
+    holder: str
+    #: Monotonic time of the next look at the Lease (:func:`~.lease.check_queue`).
+    check_at: float
+
+
+@dataclass
+class Queues:
+    """The benchmarks ``Queued`` behind an endpoint Lease, in memory, and when each Lease is
+    looked at next: a queued benchmark makes no API call until it is woken.
+
+    Why: a queued benchmark that tried again every second cost a whole reconcile (the
+    benchmark, its Service and pods, the Lease, its holder, a status patch) a second, so the
+    operator's API traffic grew with the queue. Now the queue is woken (:meth:`wake`) when
+    this operator releases the Lease or its holder is deleted; otherwise one look at the Lease
+    per Lease (not per queued benchmark), when it can have expired or at the resync interval,
+    says whether to wake it (:func:`~.lease.queue_check`). Woken benchmarks take their turns
+    in the order they queued (:meth:`turns`): the first one takes the Lease, the others queue
+    behind the new holder.
+
+    Example::
+
+        q = Queues()
+        q.join(("llm", "b"), ("llm", "lease"), "llm/a", now=1.0, check_at=31.0)
+        q.wake(("llm", "lease"))  # -> [("llm", "b")]
+    """
+
+    _waiters: dict[Key, _Waiter] = field(default_factory=dict)
+    _leases: dict[LeaseKey, _Watched] = field(default_factory=dict)
+
+    def join(self, key: Key, lease: LeaseKey, holder: str, now: float, check_at: float) -> None:
+        """``key`` waits for ``lease``, held by ``holder``; the Lease is looked at again at
+        ``check_at`` (monotonic). Queued again on the same Lease, it keeps its place."""
+        old = self._waiters.get(key)
+        since = old.since if old is not None and old.lease == lease else now
+        if old is not None and old.lease != lease:
+            self.leave(key)
+        self._waiters[key] = _Waiter(lease, since)
+        watched = self._leases.get(lease)
+        if watched is None or watched.holder != holder:
+            self._leases[lease] = _Watched(holder, check_at)
+        else:
+            watched.check_at = min(watched.check_at, check_at)
+
+    def leave(self, key: Key) -> None:
+        """``key`` no longer waits (it runs, it is gone, it waits for something else)."""
+        waiter = self._waiters.pop(key, None)
+        if waiter is not None and not any(w.lease == waiter.lease for w in self._waiters.values()):
+            self._leases.pop(waiter.lease, None)
+
+    def queued(self, key: Key) -> bool:
+        """Whether ``key`` waits in a queue and was not woken: it makes no API call."""
+        waiter = self._waiters.get(key)
+        return waiter is not None and not waiter.woken
+
+    def wake(self, lease: LeaseKey) -> list[Key]:
+        """Wakes every benchmark queued on ``lease``; returns them in queue order."""
+        order = self._queue(lease)
+        for key in order:
+            self._waiters[key].woken = True
+        watched = self._leases.get(lease)
+        if watched is not None:  # looked at again once the woken ones queue again
+            watched.check_at = math.inf
+        return order
+
+    def wake_holder(self, holder: str) -> list[Key]:
+        """Wakes the queues behind ``holder`` (``<namespace>/<name>``: it was deleted)."""
+        leases = [lease for lease, w in self._leases.items() if w.holder == holder]
+        return [key for lease in leases for key in self.wake(lease)]
+
+    def turns(self, keys: list[Key]) -> list[list[Key]]:
+        """``keys`` (benchmarks about to try again) grouped into turns: the woken ones of one
+        Lease in one group, in queue order (they must try one after another, the first to
+        queue first), every other one alone."""
+        groups: dict[LeaseKey, list[Key]] = {}
+        alone: list[list[Key]] = []
+        for key in keys:
+            waiter = self._waiters.get(key)
+            if waiter is None:
+                alone.append([key])
+            else:
+                groups.setdefault(waiter.lease, []).append(key)
+        ordered = [sorted(g, key=lambda k: (self._waiters[k].since, k)) for g in groups.values()]
+        return ordered + alone
+
+    def checks_due(self, now: float) -> list[tuple[LeaseKey, str]]:
+        """The Leases (and the holder their queue saw) to look at at monotonic time ``now``."""
+        return [(lease, w.holder) for lease, w in self._leases.items() if now >= w.check_at]
+
+    def checked(self, lease: LeaseKey, check_at: float) -> None:
+        """The Lease was looked at and still holds its queue: the next look at ``check_at``."""
+        watched = self._leases.get(lease)
+        if watched is not None:
+            watched.check_at = check_at
+
+    def _queue(self, lease: LeaseKey) -> list[Key]:
+        keys = [k for k, w in self._waiters.items() if w.lease == lease]
+        return sorted(keys, key=lambda k: (self._waiters[k].since, k))
+
+
+@dataclass
 class Operator:
     """What every handler shares: the config, the API client, the clock, the locks, the waits.
 
@@ -96,6 +212,8 @@ class Operator:
     _locks: dict[tuple[str, str], asyncio.Lock] = field(default_factory=dict, repr=False)
     #: (namespace, name) -> (monotonic time of the next attempt, waits so far).
     _waits: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict, repr=False)
+    #: The benchmarks queued behind endpoint Leases (:class:`Queues`).
+    queues: Queues = field(default_factory=Queues, repr=False)
     #: (namespace, name) -> what the operator-level loop needs of each benchmark (:func:`seen`),
     #: kept from the benchmark watch's events, so the loop makes no API call to find them.
     benchmarks: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, repr=False)
@@ -128,13 +246,27 @@ class Operator:
         self._waits[(namespace, name)] = (now + backoff(self.config.retry_delay, tries), tries + 1)
 
     def due(self, namespace: str, name: str, now: float) -> bool:
-        """Whether a waiting benchmark may try again at monotonic time ``now``."""
+        """Whether a waiting benchmark may try again at monotonic time ``now``: not while it
+        is queued behind a Lease and not woken (:class:`Queues`), nor during its backoff."""
+        if self.queues.queued((namespace, name)):
+            return False
         until, _ = self._waits.get((namespace, name), (0.0, 0))
         return now >= until
 
-    def forget(self, namespace: str, name: str) -> None:
-        """Ends a benchmark's backoff (its run was created, or it is gone)."""
+    def queue_behind(
+        self, namespace: str, name: str, lease: LeaseKey, holder: str, now: float,
+        check_at: float,
+    ) -> None:
+        """The benchmark is ``Queued`` behind ``holder`` on ``lease`` (:meth:`Queues.join`);
+        a backoff it had (target not ready) ends: the queue decides when it tries again."""
         self._waits.pop((namespace, name), None)
+        self.queues.join((namespace, name), lease, holder, now, check_at)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Ends a benchmark's backoff and its place in a queue (its run was created, it waits
+        for its target now, or it is gone)."""
+        self._waits.pop((namespace, name), None)
+        self.queues.leave((namespace, name))
 
     def uptime(self) -> float:
         """Seconds since this operator started."""
@@ -142,17 +274,22 @@ class Operator:
 
     def observe(self, body: Mapping[str, Any], event: str | None) -> None:
         """Keeps what the loop needs of a benchmark from its watch event (``DELETED``: drops
-        it, and its backoff and lock)."""
+        it, its backoff, its place in a queue and its lock, and wakes the queue behind it:
+        its Lease, which it owns, is deleted with it). A benchmark seen running or finished
+        leaves its queue."""
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
         if event == "DELETED":
             self.benchmarks.pop(key, None)
-            self._waits.pop(key, None)
+            self.forget(*key)
+            self.queues.wake_holder(f"{key[0]}/{key[1]}")  # its Lease goes with it
             lock = self._locks.get(key)
             if lock is not None and not lock.locked():
                 del self._locks[key]
             return
         self.benchmarks[key] = seen(body)
+        if (body.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
+            self.queues.leave(key)  # (an older event, Pending, may follow the queueing)
 
 
 #: The spec fields a schedule tick is computed from (:func:`~.reconcile.schedule_tick`).

@@ -257,6 +257,13 @@ def test_integral_floats_are_integers_and_integers_are_numbers() -> None:
         ({"sweep": {"range": 5}}, "spec.sweep.range: must be a string, got 5"),
         ({"sweep": {"values": "1,2"}}, "spec.sweep.values: must be a list of numbers, got '1,2'"),
         ({"sweep": {"values": [1, True]}}, "spec.sweep.values[1]: must be a number, got True"),
+        # a list's message names its items, and a wrong item its own type
+        ({"workload": {"models": "m"}}, "spec.workload.models: must be a list of strings, got 'm'"),
+        ({"workload": {"models": ["m", 7]}}, "spec.workload.models[1]: must be a string, got 7"),
+        ({"runner": {"imagePullSecrets": {"name": "s"}}},
+         "spec.runner.imagePullSecrets: must be a list of strings"),
+        ({"target": {**URL, "podSelector": {"matchExpressions": "app in (a)"}}},
+         "spec.target.podSelector.matchExpressions: must be a list of mappings, got 'app in (a)'"),
         ({"workload": {"extraInputs": [1]}}, "spec.workload.extraInputs: must be a mapping"),
         ({"target": "http://x"}, "spec.target: expected a mapping, got str"),
     ],

@@ -10,6 +10,7 @@ ServiceAccount token and RBAC, nothing else; its runner Jobs run the same image.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -109,11 +110,22 @@ class Release:
     def assert_nothing_forbidden(self) -> None:
         """The chart's RBAC let the operator do everything it tried (no 403 in its log)."""
         lines = [line for line in self.log().splitlines() if "aiohttp.access" not in line]
-        bad = [line for line in lines if "403" in line or "orbidden" in line]
+        bad = forbidden_lines(lines)
         assert lines and not bad, "\n".join(bad)
 
     def diag(self) -> str:
         return f"{self.k8s.describe(self.namespace)}\n--- operator log ---\n{self.tail()}"
+
+
+#: A refusal in a log line: the status code 403 as a token of its own (``(403)``,
+#: ``'code': 403``, ``status=403``, ``403 Forbidden``; not the digits inside a uid, a
+#: resourceVersion or ``0.403 s``), or Forbidden/forbidden anywhere (``APIForbiddenError``).
+FORBIDDEN = re.compile(r"(?<![\w.-])403(?![\w.-])|[Ff]orbidden")
+
+
+def forbidden_lines(lines: list[str]) -> list[str]:
+    """The lines of an operator log that report a refusal (:data:`FORBIDDEN`)."""
+    return [line for line in lines if FORBIDDEN.search(line)]
 
 
 def installed(k8s: Any, name: str = "e2e", namespace: str = OPERATOR_NS,

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from llmbench.operator.lease import lease_expired, lease_time, lease_verdict
+from llmbench.operator.lease import (
+    lease_expired,
+    lease_time,
+    lease_verdict,
+    next_check_in,
+    queue_check,
+)
 
 
 def bench(phase: str | None) -> dict[str, object]:
@@ -43,3 +49,27 @@ def test_an_expired_lease_is_taken_over_even_from_a_running_holder() -> None:
     assert lease_verdict("llm/other", "llm/me", bench("Running"), expired=True) == "stale"
     assert lease_verdict("llm/me", "llm/me", None, expired=True) == "ours"
     assert lease_verdict("llm/other", "llm/me", bench("Running"), expired=False) == "held"
+
+
+def test_a_queue_looks_at_its_lease_when_it_can_have_expired_or_at_the_resync() -> None:
+    at = datetime(2026, 12, 1, 2, 0, 0, tzinfo=UTC)
+    renewed = {"renewTime": "2026-12-01T01:58:20.000000Z", "leaseDurationSeconds": 120,
+               "acquireTime": "2026-12-01T01:50:00.000000Z"}
+    assert next_check_in(renewed, at, 30.0) == 21.0  # 100 s since the renewal: 20 s left, +1
+    assert next_check_in({**renewed, "renewTime": lease_time(at)}, at, 30.0) == 30.0
+    assert next_check_in({**renewed, "renewTime": "2026-12-01T01:00:00.000000Z"}, at, 30.0) == 1.0
+    # an operator that just started counts no expiry before a duration of its own
+    assert next_check_in(renewed, at, 30.0, not_before=25.0) == 25.0
+    assert next_check_in({"holderIdentity": "llm/a"}, at, 30.0) == 30.0  # no duration: resync
+
+
+def test_a_queue_wakes_when_its_lease_is_gone_changed_hands_expired_or_its_holder_ended() -> None:
+    spec = {"holderIdentity": "llm/other"}
+    assert queue_check(spec, "llm/other", bench("Running"), expired=False) == "wait"
+    assert queue_check(spec, "llm/other", bench("Queued"), expired=False) == "wait"
+    assert queue_check(None, "llm/other", bench("Running"), expired=False) == "wake"  # released
+    assert queue_check({"holderIdentity": "llm/new"}, "llm/other", bench("Running"),
+                       expired=False) == "wake"  # its status names the wrong holder now
+    assert queue_check(spec, "llm/other", bench("Running"), expired=True) == "wake"
+    assert queue_check(spec, "llm/other", bench("Succeeded"), expired=False) == "wake"  # lost
+    assert queue_check(spec, "llm/other", None, expired=False) == "wake"  # holder deleted

@@ -12,7 +12,14 @@ import yaml
 
 from llmbench.operator import state
 from llmbench.operator.build import DEFAULT_RUNNER_IMAGE
-from llmbench.operator.state import CONFIG_KEY, STATE_KEY, Operator, OperatorConfig, backoff
+from llmbench.operator.state import (
+    CONFIG_KEY,
+    STATE_KEY,
+    Operator,
+    OperatorConfig,
+    Queues,
+    backoff,
+)
 
 
 def test_backoff_doubles_from_the_retry_delay_up_to_ten_times_it() -> None:
@@ -99,3 +106,70 @@ def test_the_lease_duration_spans_four_resyncs_and_at_least_two_minutes() -> Non
     assert OperatorConfig(resync_interval=30).lease_duration == 120
     assert OperatorConfig(resync_interval=60).lease_duration == 240
     assert OperatorConfig(resync_interval=2).lease_duration == 120
+
+
+LEASE = ("llm", "llmbench-target-1")
+OTHER_LEASE = ("llm", "llmbench-target-2")
+
+
+def test_a_queue_wakes_in_the_order_its_benchmarks_queued_and_keeps_their_places() -> None:
+    q = Queues()
+    q.join(("llm", "c"), LEASE, "llm/a", now=3.0, check_at=33.0)
+    q.join(("llm", "b"), LEASE, "llm/a", now=2.0, check_at=32.0)
+    q.join(("llm", "z"), OTHER_LEASE, "llm/y", now=1.0, check_at=31.0)
+    assert q.queued(("llm", "b")) and q.queued(("llm", "c"))
+    assert q.checks_due(31.9) == [(OTHER_LEASE, "llm/y")]
+    assert q.checks_due(32.0) == [(LEASE, "llm/a"), (OTHER_LEASE, "llm/y")]  # the earliest look
+    q.checked(LEASE, 62.0)
+    assert q.checks_due(40.0) == [(OTHER_LEASE, "llm/y")]
+    assert q.wake(LEASE) == [("llm", "b"), ("llm", "c")]  # first queued first
+    assert not q.queued(("llm", "b")) and q.queued(("llm", "z"))  # the other Lease sleeps on
+    assert q.checks_due(1e9) == [(OTHER_LEASE, "llm/y")]  # no look while its queue is awake
+    # the woken try in turn, one group per Lease, first queued first; others alone
+    assert q.turns([("llm", "c"), ("llm", "x"), ("llm", "b")]) == [
+        [("llm", "b"), ("llm", "c")], [("llm", "x")]]
+    # b took the Lease; c queues behind it again and keeps its place ahead of a newcomer
+    q.leave(("llm", "b"))
+    q.join(("llm", "d"), LEASE, "llm/b", now=10.0, check_at=40.0)
+    q.join(("llm", "c"), LEASE, "llm/b", now=11.0, check_at=41.0)
+    assert q.checks_due(40.0) == [(LEASE, "llm/b"), (OTHER_LEASE, "llm/y")]
+    assert q.wake(LEASE) == [("llm", "c"), ("llm", "d")]
+    # a holder deleted wakes the queues behind it, only those
+    assert q.wake_holder("llm/y") == [("llm", "z")]
+    assert q.wake_holder("llm/nobody") == []
+    for key in (("llm", "c"), ("llm", "d"), ("llm", "z")):
+        q.leave(key)
+    assert q.checks_due(1e9) == []  # a Lease nobody waits for is not looked at
+
+
+def test_a_queued_benchmark_is_not_due_until_woken_and_a_woken_one_that_failed_backs_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op = operator(tmp_path, monkeypatch, retry_delay=2.0)
+    op.back_off("llm", "b", 0.0)  # it waited for its target before
+    op.queue_behind("llm", "b", LEASE, "llm/a", now=100.0, check_at=130.0)
+    assert not op.due("llm", "b", 1e9)  # queued: however long, no try of its own
+    op.queues.wake(LEASE)
+    assert op.due("llm", "b", 100.0)  # woken: its old backoff is over too
+    op.back_off("llm", "b", 100.0)  # the woken try raised
+    assert not op.due("llm", "b", 101.9) and op.due("llm", "b", 102.0)
+    op.forget("llm", "b")  # it runs
+    assert not op.queues.queued(("llm", "b")) and op.queues.wake(LEASE) == []
+
+
+def test_the_watch_wakes_the_queue_behind_a_deleted_holder_and_drops_what_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    op = operator(tmp_path, monkeypatch)
+    holder = {"metadata": {"namespace": "llm", "name": "a"}, "status": {"phase": "Running"}}
+    op.observe(holder, None)
+    for name in ("b", "c"):
+        op.queue_behind("llm", name, LEASE, "llm/a", now=1.0, check_at=31.0)
+        op.observe({"metadata": {"namespace": "llm", "name": name},
+                    "status": {"phase": "Pending"}}, "MODIFIED")  # an older event
+    assert op.queues.queued(("llm", "b"))  # a Pending event does not take it out of the queue
+    op.observe({"metadata": {"namespace": "llm", "name": "c"}, "status": {"phase": "Running"}},
+               "MODIFIED")  # c runs (another operator's turn, a restart): out of the queue
+    assert not op.queues.queued(("llm", "c")) and op.due("llm", "c", 0.0)
+    op.observe(holder, "DELETED")  # the holder's Lease goes with it
+    assert not op.queues.queued(("llm", "b")) and op.due("llm", "b", 0.0)
