@@ -1,9 +1,10 @@
 """The memory budget of finished responses, and the file they wait in beyond it.
 
 Responses are decoded only after the load (decoding costs CPU the live streams would wait
-for), so until then their arrival-stamped bytes are kept: compressed in memory (a thread of
-its own does it, :class:`Packer`) up to a budget sized from the runner's memory limit, in an
-unlinked temporary file beyond it.
+for), so until then their arrival-stamped bytes are kept: as they came while they are few
+(:data:`PACK_AFTER_BYTES`), then compressed in memory (a thread of its own does it,
+:class:`Packer`) up to a budget sized from the runner's memory limit, in an unlinked
+temporary file beyond it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from llmbench.runner.client.responses import fill_record
 from llmbench.runner.client.transport import Exchange
 
 __all__ = [
+    "PACK_AFTER_BYTES",
     "Packer",
     "ResponseBuffer",
     "Spill",
@@ -30,6 +32,15 @@ __all__ = [
     "pack",
     "unpack",
 ]
+
+
+#: Raw response bytes a run holds before it starts packing them. Why wait: packing costs CPU
+#: (about 0.3 ms per 256-token response) on a second thread; on a machine the server shares,
+#: or in a pod with a CPU limit, that CPU is taken from the server or from the event loop
+#: while the next requests go out. Below this the bytes cost at most about twice their size
+#: in memory (the c64 three-wave run of ``benchmarks/distortion.py --waves c64`` holds ~4 MB and
+#: packs nothing); beyond it they are what makes the peak, and packing them pays.
+PACK_AFTER_BYTES = 8 * 2**20
 
 
 def memory_limit_bytes() -> int | None:
@@ -192,17 +203,21 @@ class ResponseBuffer:
     """The run's finished exchanges, undecoded until the load is over.
 
     Decoding waits for the end of the run because it costs CPU the live streams would wait
-    for. Each response is compressed by a :class:`Packer` while the load runs; up to
-    ``budget`` bytes (compressed, once packed) stay in memory; beyond it each response goes to
-    a :class:`Spill` file (or stays in memory when no temporary file can be made).
+    for. Once the run holds ``pack_after`` raw bytes (:data:`PACK_AFTER_BYTES`, at most half
+    the budget), those and every later response are compressed by a :class:`Packer` while
+    the load runs; up to ``budget`` bytes (compressed, once packed) stay in memory; beyond it
+    each response goes to a :class:`Spill` file (or stays in memory when no temporary file
+    can be made).
     ``spilled`` counts the responses parked in the file.
     """
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, pack_after: int = PACK_AFTER_BYTES) -> None:
         self.budget = budget
         self.buffered = 0
         self.spilled = 0
+        self._pack_after = min(pack_after, budget // 2)
         self._kept: list[_Kept] = []
+        self._unpacked: list[_Kept] = []  # kept raw until the run holds pack_after bytes
         self._packer: Packer | None = None
         self._spill: Spill | None = None
         self._spill_failed = False
@@ -220,9 +235,15 @@ class ResponseBuffer:
         kept = _Kept(rec, ex, where)
         self._kept.append(kept)
         if where is None and ex.pieces:
-            if packer is None:
+            if packer is not None:
+                packer.put(kept)
+                return
+            self._unpacked.append(kept)
+            if self.buffered > self._pack_after:  # from now on every response is packed
                 packer = self._packer = Packer()
-            packer.put(kept)
+                for k in self._unpacked:
+                    packer.put(k)
+                self._unpacked = []
 
     def _park(self, ex: Exchange) -> tuple[int, int] | None:
         if self._spill is None and not self._spill_failed:
