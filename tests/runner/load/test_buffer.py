@@ -38,7 +38,7 @@ def _exchange(tokens: int, start_ns: int) -> Exchange:
 
 
 def test_kept_responses_are_packed_during_the_run_and_decode_as_the_raw_ones() -> None:
-    buf = ResponseBuffer(budget=2**30)
+    buf = ResponseBuffer(budget=2**30, pack_after=0)
     kept = [_exchange(64 + i, 10**12 + i * 10**9) for i in range(20)]
     for i, ex in enumerate(kept):
         buf.keep(RequestRecord(index=i), ex)
@@ -53,6 +53,7 @@ def test_kept_responses_are_packed_during_the_run_and_decode_as_the_raw_ones() -
         fill_record(want, _exchange(64 + i, 10**12 + i * 10**9), "chat")
         assert rec.to_json() == want.to_json() and rec.output_text == want.output_text
         assert rec.ok and len(rec.chunk_ns) == 64 + i and rec.output_tokens == 64 + i
+        assert rec.chunk_ns.typecode == "q"  # 8 bytes a stamp, not a list of int objects
     assert buf.decode("chat") == []  # emptied
 
 
@@ -63,3 +64,30 @@ def test_a_response_over_the_budget_still_goes_to_the_spill_file() -> None:
     assert buf.spilled == 1
     (rec,) = buf.decode("chat")
     assert rec.ok and rec.output_tokens == 8 and len(rec.chunk_ns) == 8
+
+
+def test_a_run_holding_few_bytes_packs_nothing_and_past_the_mark_packs_the_backlog_too() -> None:
+    one = _exchange(64, 10**12).size
+    buf = ResponseBuffer(budget=2**30, pack_after=10 * one)
+    kept = [_exchange(64, 10**12 + i * 10**9) for i in range(12)]
+    for i, ex in enumerate(kept[:10]):
+        buf.keep(RequestRecord(index=i), ex)
+    assert buf._packer is None  # no thread, no packing CPU while the run holds little
+    assert all(ex.pieces == _exchange(64, ex.sent_ns).pieces for ex in kept[:10])  # raw
+    for i, ex in enumerate(kept[10:], start=10):
+        buf.keep(RequestRecord(index=i), ex)
+    buf.close()
+    assert all(ex.pieces == [] for ex in kept)  # the ten held raw were packed with the rest
+    assert all(k.packed for k in buf._kept)
+    records = buf.decode("chat")
+    assert [r.output_tokens for r in records] == [64] * 12
+    assert all(len(r.chunk_ns) == 64 for r in records)
+
+
+def test_the_mark_is_at_most_half_the_budget() -> None:
+    one = _exchange(8, 10**12).size
+    buf = ResponseBuffer(budget=4 * one)  # the default mark (8 MiB) is far above this budget
+    for i in range(3):
+        buf.keep(RequestRecord(index=i), _exchange(8, 10**12))
+    assert buf._packer is not None and buf.spilled == 0
+    buf.close()
