@@ -316,8 +316,8 @@ async def _main(
             bar.cancel()
         if pr.artifact_dir is not None:
             await asyncio.to_thread(plot_point_telemetry, pr.summary, pr.artifact_dir)
-            await asyncio.to_thread(plot_point_timeseries, pr.timeseries, pr.artifact_dir)
-            if records is not None:
+            if records is not None:  # plots wanted (no --no-plots)
+                await asyncio.to_thread(plot_point_timeseries, pr.timeseries, pr.artifact_dir)
                 records[pr.artifact_dir.name] = pr.records
         return pr
 

@@ -287,6 +287,9 @@ def test_genai_perf_command_line_runs_unchanged(
         assert summary.errors.total == 0
         if "--generate-plots" in argv:
             assert (point / "report.html").is_file()
+            assert (point / "timeseries.png").is_file()  # drawn when plots are asked for
+        else:
+            assert not (point / "timeseries.png").exists()  # its CPU is not spent unasked
         if "--goodput" in argv:  # GenAI-Perf's names became our limits
             assert summary.goodput is not None
             assert summary.goodput.slo == {"ttft": 75.0, "itl": 19.75}
