@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from array import array
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -105,11 +106,11 @@ def shift_records(records: Sequence[RequestRecord], delta_ns: int) -> None:
             value = getattr(r, name)
             if value is not None:
                 setattr(r, name, value + delta_ns)
-        r.chunk_ns = [t + delta_ns for t in r.chunk_ns]
+        r.chunk_ns = array("q", [t + delta_ns for t in r.chunk_ns])
 
 
 def _row(r: RequestRecord, base: int, trim: bool) -> list[Any]:
-    chunks = r.chunk_ns
+    chunks: Sequence[int] = r.chunk_ns
     if trim and len(chunks) > 3:
         chunks = [chunks[0], chunks[1], chunks[-1]]
     deltas = [c - p for p, c in zip([base, *chunks], chunks, strict=False)]

@@ -131,7 +131,7 @@ def build_timeseries(
 
 
 def _spread(
-    tokens: list[float], osl: int, stamps: list[int], edges: list[int],
+    tokens: list[float], osl: int, stamps: Sequence[int], edges: list[int],
     slot: Callable[[int], int],
 ) -> None:
     """Adds a request's ``osl`` tokens to the slices its chunks (``stamps``, in arrival

@@ -42,7 +42,7 @@ def test_reasoning_content_then_content_is_split_and_stamped() -> None:
                                  "completion_tokens_details": {"reasoning_tokens": 2}}))
     assert rec.first_token_ns == rec.first_reasoning_ns == 20  # TTFT: either kind
     assert rec.first_answer_ns == 40 and rec.last_token_ns == 50
-    assert rec.chunk_ns == [20, 30, 40, 50]
+    assert rec.chunk_ns.tolist() == [20, 30, 40, 50]
     assert (rec.reasoning_text, rec.output_text) == ("a b", "a bc d")
     assert (rec.reasoning_tokens, rec.reasoning_tokens_source) == (2, "server")
     assert rec.output_tokens == 4
