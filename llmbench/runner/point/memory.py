@@ -9,13 +9,18 @@ a figure per phase says which one to cut. ``llmbench -v profile`` prints them;
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import resource
-from functools import cache
-from typing import Any
+from collections.abc import Callable
+from functools import cache, wraps
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["note_memory", "release_memory"]
+__all__ = ["collect_after", "note_memory", "release_memory"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 log = logging.getLogger("llmbench.memory")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -65,3 +70,27 @@ def release_memory() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+def collect_after(draw: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Frees what ``draw`` left unreachable as soon as it returns: a figure's garbage.
+
+    Why: a matplotlib figure is a web of cycles (figure, axes, artists, canvas), so its
+    renderer's pixel buffers live until a full collection, which a large heap makes rare; a
+    report's figures then stack up (about 2 MB each, 7 MB for the time-series panels) on the
+    run's memory. Objects alive before the call are frozen (:func:`gc.freeze`), so the
+    collection only walks what the drawing made: milliseconds, not the ~50 ms of a full one.
+    Decorate the functions that build a figure, not their callers (a nested call would thaw
+    the outer one's frozen objects).
+    """
+
+    @wraps(draw)
+    def drawn(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        gc.freeze()
+        try:
+            return draw(*args, **kwargs)
+        finally:
+            gc.collect()
+            gc.unfreeze()
+
+    return drawn

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmbench.api.results import ParetoSummary, SweepAnalysis
+from llmbench.runner.point.memory import collect_after
 
 __all__ = ["pareto_plot", "workload_views"]
 
@@ -29,6 +30,7 @@ def workload_views(data: SweepAnalysis) -> list[tuple[str, SweepAnalysis]]:
     return out
 
 
+@collect_after
 def pareto_plot(pareto: ParetoSummary, path: Path) -> Path | None:
     """Draws ``pareto`` into ``path``; None (nothing written) without points.
 

@@ -25,6 +25,7 @@ from typing import Any
 from llmbench.api.results import PointMetrics, SweepAnalysis
 from llmbench.runner.client.records import RequestRecord
 from llmbench.runner.labels import METRIC_LABELS
+from llmbench.runner.point.memory import collect_after
 
 __all__ = [
     "itl_position_plot",
@@ -39,23 +40,22 @@ _SLO_COLOR = "#2ca02c"
 _LINE_COLOR = "#1f77b4"
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def _figure(**kwargs: Any) -> Any:
+    """A new figure on matplotlib's object API: no pyplot, no global backend or figure
+    registry (nothing to close, safe in a thread), as the telemetry and time-series plots."""
+    from matplotlib.figure import Figure  # lazy: plotting is optional and slow to import
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kwargs)
 
 
 def _save(fig: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    _pyplot().close(fig)
     return path
 
 
+@collect_after
 def latency_throughput_plot(data: SweepAnalysis, metric: str, path: Path) -> Path | None:
     """OTT (y) against p99 TTFT or ITL (x) per sweep point; None when nothing to draw.
 
@@ -74,8 +74,8 @@ def latency_throughput_plot(data: SweepAnalysis, metric: str, path: Path) -> Pat
     pts = [(p, c) for p in data.points if (c := xy(p.metrics)) is not None]
     if not pts:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig = _figure(figsize=(7.5, 5))
+    ax = fig.subplots()
     xs = [c[0] for _, c in pts]
     ys = [c[1] for _, c in pts]
     ax.plot(xs, ys, "-o", color=_LINE_COLOR, label="sweep point", zorder=2)
@@ -111,6 +111,7 @@ def latency_throughput_plot(data: SweepAnalysis, metric: str, path: Path) -> Pat
     return _save(fig, path)
 
 
+@collect_after
 def runs_latency_throughput_plot(
     runs: Sequence[tuple[str, Sequence[tuple[float, float, float]]]],
     path: Path,
@@ -126,9 +127,11 @@ def runs_latency_throughput_plot(
     drawn = [(label, sorted(pts)) for label, pts in runs if pts]
     if not drawn:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    cmap = plt.get_cmap("Blues")
+    from matplotlib import colormaps
+
+    fig = _figure(figsize=(7.5, 5))
+    ax = fig.subplots()
+    cmap = colormaps["Blues"]
     for i, (label, pts) in enumerate(drawn):
         shade = 0.35 + 0.65 * (i + 1) / len(drawn)
         newest = i == len(drawn) - 1
@@ -158,12 +161,13 @@ def _per_request(records: Sequence[RequestRecord], streaming: bool) -> list[Any]
     return [per_request(r, streaming) for r in records if not r.warmup and r.ok]
 
 
+@collect_after
 def ttft_vs_isl_plot(
     points: Sequence[tuple[str, Sequence[RequestRecord]]], path: Path, streaming: bool = True
 ) -> Path | None:
     """One dot per request: its input length against its TTFT, coloured by point."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig = _figure(figsize=(7.5, 5))
+    ax = fig.subplots()
     drawn = False
     for label, records in points:
         rows = [(d.isl, d.ttft_ms) for d in _per_request(records, streaming)
@@ -172,7 +176,6 @@ def ttft_vs_isl_plot(
             ax.scatter([r[0] for r in rows], [r[1] for r in rows], s=12, alpha=0.6, label=label)
             drawn = True
     if not drawn:
-        plt.close(fig)
         return None
     ax.set_xlabel("input sequence length (tokens)")
     ax.set_ylabel("time to first token (ms)")
@@ -183,14 +186,15 @@ def ttft_vs_isl_plot(
     return _save(fig, path)
 
 
+@collect_after
 def itl_position_plot(
     points: Sequence[tuple[str, Sequence[RequestRecord]]], path: Path
 ) -> Path | None:
     """Mean gap between consecutive chunks at each position of the response, per point."""
     from llmbench.runner.point.metrics import itl_by_position
 
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig = _figure(figsize=(7.5, 5))
+    ax = fig.subplots()
     drawn = False
     for label, records in points:
         series = itl_by_position(records)
@@ -198,7 +202,6 @@ def itl_position_plot(
             ax.plot(range(1, len(series) + 1), series, label=label, linewidth=1.2)
             drawn = True
     if not drawn:
-        plt.close(fig)
         return None
     ax.set_xlabel("chunk position in the response")
     ax.set_ylabel("mean inter-chunk gap (ms)")
@@ -209,6 +212,7 @@ def itl_position_plot(
     return _save(fig, path)
 
 
+@collect_after
 def latency_distribution_plot(
     points: Sequence[tuple[str, Sequence[RequestRecord]]], path: Path, streaming: bool = True
 ) -> Path | None:
@@ -220,8 +224,8 @@ def latency_distribution_plot(
     panels = [("request latency (ms)", "e2e_ms")]
     if streaming:
         panels = [("TTFT (ms)", "ttft_ms"), ("ITL (ms)", "itl_ms"), *panels]
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.8), squeeze=False)
+    fig = _figure(figsize=(4.2 * len(panels), 4.8))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     labels = [label for label, _ in per_point]
     for ax, (title, attr) in zip(axes[0], panels, strict=True):
         data = [[getattr(d, attr) for d in ds if getattr(d, attr) is not None] or [0.0]

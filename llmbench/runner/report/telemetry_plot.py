@@ -16,6 +16,7 @@ import numpy as np
 
 from llmbench.api.results import PointResult, TelemetrySummary
 from llmbench.runner.artifacts.layout import TELEMETRY_PNG
+from llmbench.runner.point.memory import collect_after
 
 __all__ = ["plot_point_telemetry", "plot_telemetry"]
 
@@ -25,6 +26,7 @@ def _nan(values: list[float | None], scale: float = 1.0) -> list[float]:
     return [np.nan if v is None else scale * v for v in values]
 
 
+@collect_after
 def plot_telemetry(telemetry: TelemetrySummary, path: str | Path) -> Path | None:
     """PNG of GPU power and utilisation and server KV-cache usage over the window.
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from llmbench.api.results import TimeSeries
 from llmbench.runner.artifacts.layout import TIMESERIES_PNG
+from llmbench.runner.point.memory import collect_after
 
 __all__ = ["plot_point_timeseries", "plot_timeseries"]
 
@@ -25,6 +26,7 @@ def _nan(values: list[float | None], scale: float = 1.0) -> list[float]:
     return [np.nan if v is None else scale * v for v in values]
 
 
+@collect_after
 def plot_timeseries(series: TimeSeries, path: str | Path) -> Path | None:
     """Five panels sharing the x axis (the slices' midpoints, seconds since the first
     measured send): p99 TTFT, OTT, server requests running and waiting, KV-cache use, GPU

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import logging
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from llmbench.runner.point.memory import _libc, note_memory, release_memory
+from llmbench.runner.point.memory import _libc, collect_after, note_memory, release_memory
+from llmbench.runner.report.plots import itl_position_plot
 
 
 def _rss_mb() -> float:
@@ -35,3 +40,64 @@ def test_each_phase_line_says_rss_peak_and_cpu(caplog: pytest.LogCaptureFixture)
     (line,) = caplog.messages
     assert line.startswith("memory after imports: rss ") and " MB, peak " in line
     assert line.endswith(" s") and ", cpu " in line
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+@pytest.fixture
+def no_automatic_gc() -> Iterator[None]:
+    """Only explicit collections: what a large heap makes of the automatic ones."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _cycle(refs: list[weakref.ref[_Node]]) -> None:
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a  # a figure's shape: parts that point at each other
+    refs.append(weakref.ref(a))
+
+
+def test_what_a_drawing_left_in_cycles_is_freed_when_it_returns(no_automatic_gc: None) -> None:
+    plain: list[weakref.ref[_Node]] = []
+    _cycle(plain)
+    assert plain[0]() is not None  # left for a collection that may not come soon
+    collected: list[weakref.ref[_Node]] = []
+    collect_after(_cycle)(collected)
+    assert collected[0]() is None
+    # what existed before was frozen, not walked: its garbage waits for the next collection
+    assert plain[0]() is not None
+    assert gc.get_freeze_count() == 0  # and it is thawed again, so that collection frees it
+    gc.collect()
+    assert plain[0]() is None
+
+
+def test_a_report_figure_is_gone_once_its_png_is_written(
+    no_automatic_gc: None, tmp_path: Path
+) -> None:
+    from matplotlib.figure import Figure
+
+    made: list[weakref.ref[Figure]] = []
+    real_init = Figure.__init__
+
+    def spy(self: Figure, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+        made.append(weakref.ref(self))
+
+    from llmbench.runner.client.records import RequestRecord
+
+    rec = RequestRecord(index=0, sent_ns=0, first_token_ns=10, last_token_ns=30, status=200)
+    rec.chunk_ns.extend([10, 20, 30])
+    Figure.__init__ = spy  # type: ignore[method-assign]
+    try:
+        png = itl_position_plot([("p", [rec])], tmp_path / "itl.png")
+    finally:
+        Figure.__init__ = real_init  # type: ignore[method-assign]
+    assert png is not None and png.read_bytes().startswith(b"\x89PNG")
+    assert len(made) == 1 and made[0]() is None
