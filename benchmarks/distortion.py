@@ -25,12 +25,13 @@ receive side the client's first-token stamp minus the sim's write of the first t
 busy client loop shows here). Both are ``CLOCK_MONOTONIC`` on this host; their sum is the
 TTFT excess.
 
-    python benchmarks/distortion.py --waves c64 c256 --repeat 3 [--baseline DIR]
+    python benchmarks/distortion.py --waves c64 c256 --repeat 3 [--baseline DIR ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 from typing import Any
 
@@ -55,8 +56,9 @@ WAVES: dict[str, dict[str, int]] = {
     "c256": {"c": 256, "ttft": 50, "itl": 5, "osl": 256, "isl": 200, "n": 1536},
 }
 CLIENTS = ("raw uvloop", "llmbench asyncio", "llmbench uvloop")
-#: ``--baseline DIR``: another llmbench package (before a change) run as one more client.
-BASELINE: list[str] = []
+#: ``--baseline DIR ...``: other llmbench packages (before a change), each run as one more
+#: client named ``llmbench @DIR`` (the folder's name), client name -> folder.
+BASELINE: dict[str, str] = {}
 
 
 def _wave_run(url: str, client: str, w: dict[str, int]) -> dict[str, Any]:
@@ -68,10 +70,10 @@ def _wave_run(url: str, client: str, w: dict[str, int]) -> dict[str, Any]:
                        "--isl", str(w["isl"]))
         ttft, itl, cpu, stamps = r["ttft_mean_ms"], None, r["cpu_s"], r["stamps"]
     else:
-        loop = "uvloop" if client == "llmbench baseline" else client.split()[1]
+        code = BASELINE.get(client)
+        loop = "uvloop" if code else client.split()[1]
         s = llmbench_profile(url, w["c"], w["n"], w["osl"], "--event-loop", loop,
-                             "--warmup-request-count", "0", isl=w["isl"],
-                             code=BASELINE[0] if client == "llmbench baseline" else None)
+                             "--warmup-request-count", "0", isl=w["isl"], code=code)
         if s["errors"]["total"]:
             raise RuntimeError(f"{client} saw errors: {s['errors']}")
         ttft, itl, cpu, stamps = (s["time_to_first_token"]["avg"],
@@ -93,7 +95,7 @@ def waves(names: list[str], repeat: int) -> None:
     for name in names:
         w = WAVES[name]
         url, sim = start_sim("--ttft-ms", str(w["ttft"]), "--itl-ms", str(w["itl"]))
-        clients = CLIENTS + (("llmbench baseline",) if BASELINE else ())
+        clients = CLIENTS + tuple(BASELINE)
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
         try:
             for rep_i in range(repeat):
@@ -127,12 +129,12 @@ def main() -> None:
     p.add_argument("--waves", nargs="*", choices=sorted(WAVES),
                    help="run the synchronized-wave scenarios instead (all when none named)")
     p.add_argument("--repeat", type=int, default=3, help="runs per client in --waves")
-    p.add_argument("--baseline", metavar="DIR",
-                   help="with --waves, also run the llmbench package in DIR (e.g. from "
-                   "`git archive HEAD llmbench | tar -x -C DIR`) as 'llmbench baseline'")
+    p.add_argument("--baseline", metavar="DIR", nargs="+", default=[],
+                   help="with --waves, also run the llmbench package in each DIR (e.g. from "
+                   "`git archive HEAD llmbench | tar -x -C DIR`) as 'llmbench @DIR' (uvloop)")
     a = p.parse_args()
-    if a.baseline:
-        BASELINE.append(a.baseline)
+    for d in a.baseline:
+        BASELINE[f"llmbench @{os.path.basename(os.path.normpath(d))}"[:17]] = d
     if a.waves is not None:
         waves(a.waves or sorted(WAVES), a.repeat)
         return

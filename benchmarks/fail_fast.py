@@ -5,6 +5,9 @@ machine, so the figures live here. Prints, median of ``--repeat`` runs:
 
 * ``profile`` against a closed port: seconds from start to exit code 1 (the preflight's
   connection refused, naming the URL);
+* ``profile`` with default flags against a silent server (it accepts connections and never
+  answers): seconds to exit code 1 naming the URL (issue 22's bound: within 15 s, whatever
+  ``--request-timeout`` says);
 * one telemetry window against an exporter that hangs for 2 s, with a 0.2 s scrape timeout:
   seconds until the window's summary is ready (the timeout, not the hang, should set it).
 
@@ -33,7 +36,17 @@ def _free_port() -> int:
 
 
 def unreachable_profile_s() -> float:
-    url = f"http://127.0.0.1:{_free_port()}"
+    return _profile_fails_s(f"http://127.0.0.1:{_free_port()}")
+
+
+def silent_profile_s() -> float:
+    with socket.socket() as listener:  # the kernel accepts; nothing ever reads or answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        return _profile_fails_s(f"http://127.0.0.1:{listener.getsockname()[1]}")
+
+
+def _profile_fails_s(url: str) -> float:
     t0 = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "llmbench", "profile", "--url", url, "--concurrency", "1"],
@@ -82,6 +95,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = [
         ("profile, closed port -> exit 1", unreachable_profile_s),
+        ("profile, silent server, default flags -> exit 1", silent_profile_s),
         ("telemetry window, exporter hung 2 s, timeout 0.2 s", hung_exporter_s),
     ]
     print(f"{'check':52} {'median s':>9} {'max s':>7}")
