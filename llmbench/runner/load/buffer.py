@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import pickle
 import queue
-import sys
 import tempfile
 import threading
 import zlib
@@ -174,13 +173,6 @@ class Packer:
     stamps, join the bytes) is a few microseconds per response. The loop only hands the
     exchange over (:meth:`put`, one C call). ``saved`` (bytes the packing saved) is written by
     the thread alone and read by the loop, so the budget sees the smaller size without a lock.
-
-    The thread runs at the lowest CPU priority (nice 19, Linux): packing can wait, the event
-    loop's reads and a server on the same CPUs cannot. At the normal priority its CPU showed
-    up as event-loop stalls, the longest 21-43 ms at the c512 ceiling against 1-5 ms at nice
-    19 (``benchmarks/client_ceiling.py --concurrency 512 --requests-per-slot 6 --osl 256``),
-    with the same peak memory. Its GIL holds are a few microseconds, so a preempted packer
-    cannot keep the loop waiting: the loop's core falls idle and takes the packer.
     """
 
     def __init__(self) -> None:
@@ -198,11 +190,6 @@ class Packer:
         self._thread.join()
 
     def _run(self) -> None:
-        if sys.platform == "linux":  # a thread's own nice value; elsewhere the id is no pid
-            try:
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-            except OSError:
-                pass  # a priority is a preference: pack at the normal one
         get = self._queue.get
         while (kept := get()) is not None:
             ex = kept.ex

@@ -7,10 +7,6 @@ from them.
 
 from __future__ import annotations
 
-import os
-import sys
-
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from scripted_server import stream_events
@@ -94,21 +90,4 @@ def test_the_mark_is_at_most_half_the_budget() -> None:
     for i in range(3):
         buf.keep(RequestRecord(index=i), _exchange(8, 10**12))
     assert buf._packer is not None and buf.spilled == 0
-    buf.close()
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a thread's nice value is Linux's")
-def test_the_packer_runs_at_the_lowest_cpu_priority_and_the_loop_keeps_its_own() -> None:
-    buf = ResponseBuffer(budget=2**30, pack_after=0)
-    buf.keep(RequestRecord(index=0), _exchange(8, 10**12))
-    packer = buf._packer
-    assert packer is not None
-    tid = packer._thread.native_id
-    assert tid is not None
-    for _ in range(200):  # the thread sets it as it starts
-        if os.getpriority(os.PRIO_PROCESS, tid) == 19:
-            break
-        packer._thread.join(0.01)
-    assert os.getpriority(os.PRIO_PROCESS, tid) == 19
-    assert os.getpriority(os.PRIO_PROCESS, 0) < 19  # the calling thread (the loop) unchanged
     buf.close()
