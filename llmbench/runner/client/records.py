@@ -23,8 +23,8 @@ class RequestRecord:
 
     ``chunk_ns`` holds the arrival time of every SSE event that carried non-empty content,
     so inter-chunk gaps (never called ITL) and ITL-by-position can be derived later. It is an
-    ``array('q')``: 8 bytes a stamp where a list of ints costs 40 (a 256-token answer 2 KB, not
-    10 KB: 17 MB of the 2,048-request c256 ceiling's peak, ``benchmarks/client_ceiling.py``).
+    ``array('q')``: 8 bytes a stamp where a list of distinct ints costs 40 (a 256-token answer's
+    stamps 2 KB, not 10 KB; 1,536 such answers, the c256 wave scenario, 12 MB less).
     ``scheduled_ns`` is set only in request-rate mode: the gap to ``sent_ns`` is dispatch
     lag, the evidence that an overloaded client did not pass for a fast server.
     ``connect_ns`` is set only when the request had to open its connection first (the
