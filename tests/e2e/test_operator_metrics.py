@@ -11,6 +11,7 @@ from that status alone.
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +36,7 @@ class MetricsOperator:
         self.release = Release(k8s, "metrics", OPERATOR_NS)
         self.pod_ip = ""
         self.started = False
+        self.answered = False  # /metrics has answered once
 
     def start(self) -> None:
         if self.k8s.get("namespace", OPERATOR_NS) is None:
@@ -54,9 +56,20 @@ class MetricsOperator:
         return self.release.tail()
 
     def scrape(self) -> dict[str, list[Any]]:
-        """Metric family name -> its samples, parsed from the real text format."""
+        """Metric family name -> its samples, parsed from the real text format; none while
+        the server is not listening yet (kopf's health endpoint, which makes the pod Ready,
+        can answer before the startup handler that opens /metrics has run). Once it has
+        answered, a refused connection is an error: an empty answer would pass the checks
+        that series are gone."""
         url = f"http://{self.pod_ip}:{self.port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as r:
+        try:
+            r = urllib.request.urlopen(url, timeout=5)
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ConnectionRefusedError) and not self.answered:
+                return {}
+            raise
+        self.answered = True
+        with r:
             assert r.headers["Content-Type"].startswith("text/plain"), r.headers
             text = r.read().decode()
         return {f.name: f.samples for f in text_string_to_metric_families(text)}
