@@ -244,12 +244,25 @@ def kube_proxy_config(net: ClusterNet, node: str, kubeconfig: Path) -> dict[str,
 NODE_BY_NAME: dict[str, NodeSpec] = {n.name: n for s in NODE_SETS.values() for n in s}
 
 
+#: Where every kubelet puts its device-plugin socket, whatever ``--root-dir`` says.
+DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
+
+
 def containerd_argv(net: ClusterNet, node: str, config: Path) -> list[str]:
     """containerd in the node's netns and in a mount namespace of its own (slave: it still
-    sees the host's mounts; its own never leave it)."""
+    sees the host's mounts; its own never leave it).
+
+    The namespace also gets a small tmpfs of its own on :data:`DEVICE_PLUGINS_DIR` (the
+    kubelet joins this namespace): that path is fixed in the kubelet, so the kubelets of
+    several nodes (and of two clusters on the machine) otherwise share one socket file, and
+    two starting at once race on it ("bind: address already in use"; a demo start failed so).
+    ``exec`` keeps the pid the kubelet's ``nsenter`` targets.
+    """
     return in_netns(net.node_ns(node), [
         "unshare", "--mount", "--propagation", "slave", "--",
-        "containerd", "--config", str(config),
+        "sh", "-c", 'mkdir -p "$1" && mount -t tmpfs -o size=1m,mode=0750 tmpfs "$1" && '
+        'shift && exec "$@"',
+        "llmbench-node", DEVICE_PLUGINS_DIR, "containerd", "--config", str(config),
     ])
 
 
