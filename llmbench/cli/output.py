@@ -15,7 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -27,6 +30,7 @@ __all__ = [
     "USAGE",
     "add_output_argument",
     "output_format",
+    "stdout_console",
     "write_data",
 ]
 
@@ -113,3 +117,10 @@ def write_data(data: Any, fmt: str) -> None:
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     else:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def stdout_console() -> Console:
+    """stdout (the result of the command), as wide as the terminal, 160 columns off one."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)

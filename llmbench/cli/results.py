@@ -54,6 +54,7 @@ from llmbench.cli.output import (
     USAGE,
     add_output_argument,
     output_format,
+    stdout_console,
     write_data,
 )
 from llmbench.runner.labels import METRIC_LABELS, format_value
@@ -61,7 +62,6 @@ from llmbench.runner.labels import METRIC_LABELS, format_value
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from llmbench.api.results import TimeSeries
 
 __all__ = ["add_arguments", "run"]
 
@@ -155,7 +155,12 @@ def run(args: argparse.Namespace) -> int:
         return USAGE
     try:
         if args.timeseries:
-            return _timeseries(Path(args.name), fmt)
+            from llmbench.cli.saved_timeseries import NoSeries, show_saved
+
+            try:
+                return show_saved(Path(args.name), fmt)
+            except NoSeries as exc:
+                raise Failure(str(exc)) from None
         cluster = _Cluster.connect(args.kubeconfig, args.context, args.namespace)
         return _show(cluster, args, fmt)
     except Failure as exc:
@@ -356,13 +361,6 @@ def _from_configmap(cluster: _Cluster, name: str, status: BenchmarkStatus, run: 
 # ----------------------------------------------------------------------------------------------
 
 
-def _console() -> Console:
-    """stdout (the result of the command), as wide as the terminal, 160 columns off one."""
-    from rich.console import Console
-
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-
-
 def _yes_no(v: bool | None) -> str:
     return "N/A" if v is None else ("yes" if v else "[red]no[/red]")
 
@@ -519,7 +517,7 @@ def _compare(cluster: _Cluster, args: argparse.Namespace, obj: dict[str, Any],
     elif fmt != "table":
         write_data(json.loads(render(rows, "json")), fmt)
     else:
-        print_table(rows, f"run {baseline.number}", f"run {candidate.number}", _console())
+        print_table(rows, f"run {baseline.number}", f"run {candidate.number}", stdout_console())
     bad = [r for r in rows if r.verdict in ("regression", "missing")]
     if bad:
         names = ", ".join(f"{r.scope} {r.metric}" for r in bad)
@@ -575,7 +573,7 @@ def _show(cluster: _Cluster, args: argparse.Namespace, fmt: str) -> int:
             write_data([h.model_dump(by_alias=True, exclude_none=True, mode="json")
                         for h in status.history], fmt)
         else:
-            _print_history(_console(), ns, name, status)
+            _print_history(stdout_console(), ns, name, status)
         return 0
     if args.plot is not None:
         return _plot(cluster, args, obj, status)
@@ -592,93 +590,5 @@ def _show(cluster: _Cluster, args: argparse.Namespace, fmt: str) -> int:
     if fmt != "table":
         write_data(json.loads(run.raw) if isinstance(run.raw, str) else run.raw, fmt)
         return 0
-    _print_run(_console(), ns, name, run)
-    return 0
-
-
-
-# ----------------------------------------------------------------------------------------------
-# --timeseries: a saved run's folder
-# ----------------------------------------------------------------------------------------------
-
-
-def _natural(name: str) -> list[Any]:
-    """``concurrency2`` before ``concurrency16``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def _saved_series(folder: Path) -> list[tuple[str, TimeSeries]]:
-    """(point folder name, its time series) of a profile's point folder, or of each point of
-    an analyze folder in load order; Failure when there is none."""
-    from llmbench.api.results import ResultFileError
-    from llmbench.runner.artifacts.timeseries import load_timeseries
-
-    if not folder.is_dir():
-        raise Failure(f"{folder}: no such folder (with --timeseries, NAME is a saved run's "
-                      "folder: a profile's point folder or an analyze folder)")
-    points = [folder] + sorted(
-        (p for p in folder.iterdir() if p.is_dir()), key=lambda p: _natural(p.name)
-    )
-    out: list[tuple[str, TimeSeries]] = []
-    for point in points:
-        try:
-            series = load_timeseries(point)
-        except ResultFileError as exc:
-            raise Failure(str(exc)) from None
-        if series is not None:
-            out.append((point.name, series))
-        if point == folder and out:
-            return out  # a point folder: its own series only
-    if not out:
-        raise Failure(f"{folder}: no *_timeseries.jsonl here or in its point folders (a point "
-                      "without a completed request has none; runs before llmbench wrote time "
-                      "series have none)")
-    return out
-
-
-def _timeseries_table(name: str, series: TimeSeries) -> Any:
-    from rich.table import Table
-
-    table = Table(title=f"{name}: {series.interval_s:g} s slices "
-                  f"({len(series.servers)} servers, {len(series.gpus)} GPUs scraped)")
-    columns = ("slice", "start-end (s)", "sent", "done", "failed", "TTFT p50 (ms)",
-               "TTFT p99 (ms)", "ITL p50 (ms)", "ITL p99 (ms)", "OTT (tok/s)", "running",
-               "waiting", "KV cache (%)", "GPU power (W)", "GPU util (%)")
-    for c in columns:
-        table.add_column(c, justify="right")
-    for s in series.timeslices:
-        kv = None if s.kv_cache_usage is None else 100.0 * s.kv_cache_usage
-        table.add_row(
-            str(s.timeslice_index), f"{s.start_s:.1f}-{s.end_s:.1f}", str(s.requests_sent),
-            str(s.requests_completed), str(s.requests_failed), format_value(s.ttft_p50_ms),
-            format_value(s.ttft_p99_ms), format_value(s.itl_p50_ms), format_value(s.itl_p99_ms),
-            format_value(s.output_token_throughput), format_value(s.requests_running, 1),
-            format_value(s.requests_waiting, 1), format_value(kv, 1),
-            format_value(s.gpu_power_w, 1), format_value(s.gpu_utilization_pct, 1),
-        )
-    return table
-
-
-def _timeseries(folder: Path, fmt: str) -> int:
-    """``--timeseries``: the saved run's slices as tables, CSV or documents."""
-    from llmbench.runner.artifacts.timeseries import timeseries_csv
-
-    found = _saved_series(folder)
-    if fmt == "csv":
-        if len(found) == 1:
-            sys.stdout.write(timeseries_csv(found[0][1]))
-            return 0
-        for k, (name, series) in enumerate(found):  # one table, a Point column first
-            lines = timeseries_csv(series).splitlines(keepends=True)
-            if k == 0:
-                sys.stdout.write("Point," + lines[0])
-            sys.stdout.writelines(f"{name},{line}" for line in lines[1:])
-        return 0
-    if fmt != "table":
-        docs = {name: series.to_dict() for name, series in found}
-        write_data(next(iter(docs.values())) if len(docs) == 1 else docs, fmt)
-        return 0
-    console = _console()
-    for name, series in found:
-        console.print(_timeseries_table(name, series))
+    _print_run(stdout_console(), ns, name, run)
     return 0
