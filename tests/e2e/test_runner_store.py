@@ -143,6 +143,15 @@ def sim_behind_a_service(k8s: Any, namespace: str, key: str) -> str:
         c["type"] == "Ready" and c["status"] == "True"
         for c in (k8s.get("pod", "sim", namespace) or {}).get("status", {}).get("conditions") or []
     ), 90, diag=lambda: k8s.describe(namespace))
+    # the Service routes once its EndpointSlice names the Ready pod and each node's kube-proxy
+    # has synced; the runner tries a refused connection again for the rest (ROUTE_WAIT_S)
+    k8s.wait_for("the sim's EndpointSlice to list it ready", lambda: any(
+        (e.get("conditions") or {}).get("ready")
+        for sl in json.loads(k8s.kubectl(
+            "get", "endpointslices", "-n", namespace, "-l", "kubernetes.io/service-name=sim",
+            "-o", "json").stdout)["items"]
+        for e in sl.get("endpoints") or []
+    ), 60, diag=lambda: k8s.describe(namespace))
     return f"http://sim.{namespace}.svc:8000"
 
 

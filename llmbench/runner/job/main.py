@@ -103,6 +103,10 @@ DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 EXIT_DONE = 0
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 130
+#: Seconds the run's first preflight tries a refused connection again: the operator starts
+#: the Job once the target's pods are Ready, and the Service may route from this pod's node
+#: only a kube-proxy sync later (seconds on a busy node).
+ROUTE_WAIT_S = 20.0
 
 #: Bytes of point results the ConfigMap may hold in all (the API server's limit is 1 MiB for
 #: the whole object; spec, context, digest, checkpoint and CSV need the rest). Each point may
@@ -524,6 +528,7 @@ class _Job:
                      " (leads: merges and writes the results)" if self.shard == 0 else "")
         cfg0 = point_config(spec, spec.points()[0], api_key=api_key)
         cfg0.url = ctx.url
+        cfg0.route_wait_s = ROUTE_WAIT_S
         if ctx.model:
             cfg0.model = ctx.model
         try:

@@ -57,6 +57,11 @@ class ProfileConfig:
     #: ``--preflight-timeout``: seconds ``GET /v1/models`` may take in preflight, apart from
     #: ``--request-timeout`` so a silent server fails fast.
     preflight_timeout_s: float = 10.0
+    #: Seconds a refused (or not yet resolvable) connection to ``GET /v1/models`` is tried
+    #: again before preflight gives up; 0 (the CLI): a wrong port fails at once. The runner
+    #: Job sets it: a target's pods can be Ready before its Service routes from the runner's
+    #: node (kube-proxy programs the route after the EndpointSlice names the pod).
+    route_wait_s: float = 0.0
     #: A ``telemetry.TelemetryCollector`` scraping DCGM / server metrics during the window.
     telemetry: Any = field(default=None, repr=False)
     #: ``--measurement-interval``: stable time windows instead of a request budget.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -24,7 +25,9 @@ __all__ = [
     "PREFLIGHT_CONNECT_TIMEOUT_S",
     "PROBE_ATTEMPTS",
     "PROBE_NOTICE_S",
+    "ROUTE_RETRY_S",
     "ProfileError",
+    "not_routed",
     "preflight",
     "probe_body",
     "probe_request",
@@ -43,6 +46,8 @@ class ProfileError(Exception):
 PREFLIGHT_CONNECT_TIMEOUT_S = 10.0
 #: Seconds between the console lines saying what a probe still waits for.
 PROBE_NOTICE_S = 5.0
+#: Seconds between tries of a refused connection while ``cfg.route_wait_s`` lasts.
+ROUTE_RETRY_S = 0.5
 #: Bytes of a probe response read at most (one token is asked for; a runaway answer is cut).
 _PROBE_MAX_BYTES = 1 << 20
 
@@ -83,11 +88,7 @@ def preflight(cfg: ProfileConfig, timeout: float | None = None, *, probe: bool =
     ) + "/v1/models"
     bound = cfg.preflight_timeout_s
     try:
-        resp = httpx.get(
-            models_url,
-            headers=cfg.auth_headers(),
-            timeout=httpx.Timeout(bound, connect=min(bound, PREFLIGHT_CONNECT_TIMEOUT_S)),
-        )
+        resp = _get_models(cfg, models_url, bound)
     except httpx.ConnectTimeout as exc:
         raise ProfileError(
             f"cannot reach {target.base_url} (--url): no TCP connection to "
@@ -101,7 +102,11 @@ def preflight(cfg: ProfileConfig, timeout: float | None = None, *, probe: bool =
             "(not stuck or still loading behind a proxy)?"
         ) from exc
     except httpx.HTTPError as exc:
-        raise ProfileError(f"cannot reach {target.base_url} (--url): {exc}") from exc
+        tried = (
+            f" (tried for {cfg.route_wait_s:g} s: a Service may not route yet)"
+            if cfg.route_wait_s > 0 and not_routed(exc) else ""
+        )
+        raise ProfileError(f"cannot reach {target.base_url} (--url): {exc}{tried}") from exc
     if resp.status_code in (401, 403):
         raise ProfileError(
             f"{models_url} answered {resp.status_code}: pass an API key "
@@ -131,6 +136,41 @@ def preflight(cfg: ProfileConfig, timeout: float | None = None, *, probe: bool =
         for name in wanted or [model]:
             _probe_with_notices(cfg, name, timeout, answered)
     return model
+
+
+def _get_models(cfg: ProfileConfig, models_url: str, bound: float) -> httpx.Response:
+    """``GET /v1/models``, a refused or unresolvable connection tried again every
+    :data:`ROUTE_RETRY_S` until ``cfg.route_wait_s`` has passed (once when it is 0)."""
+    deadline = time.monotonic() + cfg.route_wait_s
+    said = False
+    while True:
+        try:
+            return httpx.get(
+                models_url,
+                headers=cfg.auth_headers(),
+                timeout=httpx.Timeout(bound, connect=min(bound, PREFLIGHT_CONNECT_TIMEOUT_S)),
+            )
+        except httpx.ConnectError as exc:
+            if not not_routed(exc) or time.monotonic() + ROUTE_RETRY_S > deadline:
+                raise
+            if not said:
+                log.info(
+                    "preflight: %s: %s; trying again for up to %g s (a Service can route "
+                    "after its pods are Ready)", models_url, exc, cfg.route_wait_s,
+                )
+                said = True
+            time.sleep(ROUTE_RETRY_S)
+
+
+def not_routed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a refused connection or a name that does not
+    resolve (yet): what a Service looks like before its route or DNS record exists."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (ConnectionRefusedError, socket.gaierror)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _probe_with_notices(

@@ -42,7 +42,7 @@ from llmbench.api.job import (
 from llmbench.api.results import PointResult, read_result, validate_result
 from llmbench.api.status import RunDigest
 from llmbench.runner.artifacts.layout import GENAI_PERF_JSON, PROFILE_EXPORT
-from llmbench.runner.job.main import run_job, set_aside
+from llmbench.runner.job.main import ROUTE_WAIT_S, run_job, set_aside
 from llmbench.runner.job.store import ConfigMapStore, DirStore
 from llmbench.runner.report.html import REPORT_HTML
 from llmbench.runner.sweep.analysis import ANALYZE_CSV
@@ -249,6 +249,7 @@ def test_unusable_runs_fail_with_the_reason(
 ) -> None:
     monkeypatch.setenv(ENV_API_KEY, KEY)
     cases = [
+        # a refused port is tried again for ROUTE_WAIT_S first (a Service not routed yet)
         ("down", lambda d: seed(d, "http://127.0.0.1:9"), "cannot reach http://127.0.0.1:9"),
         ("no-context", lambda d: DirStore(d).write({SPEC_KEY: "{}"}),
          f"has no {CONTEXT_KEY}"),
@@ -265,6 +266,8 @@ def test_unusable_runs_fail_with_the_reason(
         for text in (DirStore(store_dir).read()[DIGEST_KEY], term.read_text()):
             d = RunDigest.model_validate_json(text)
             assert d.finished and d.failed is not None and reason in d.failed, (name, d.failed)
+            if name == "down":
+                assert f"tried for {ROUTE_WAIT_S:g} s" in d.failed, d.failed
     monkeypatch.delenv(ENV_API_KEY)
     store_dir = tmp_path / "no-key"
     seed(store_dir, sim_url)
