@@ -173,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         # "Handler ... succeeded" for every child event (and each waiting benchmark's retry
         # tick) drowns what matters; failures are warnings and still show.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    exporter.serve_metrics()  # from the start: a standby answers scrapes too
     election = leader.of(config)
     if election is not None:  # a standby waits here: kopf starts once it leads
         leader.stand_by(connect(), election, None if args.liveness == "off" else args.liveness)

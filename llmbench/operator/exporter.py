@@ -66,6 +66,7 @@ __all__ = [
     "labels",
     "observe",
     "record",
+    "serve_metrics",
     "start_metrics",
     "stop_metrics",
 ]
@@ -359,9 +360,15 @@ def record(
         observe(body)
 
 
-async def start_metrics() -> None:
-    """Serves ``/metrics`` on ``--metrics-port``."""
-    if not METRICS.port:
+def serve_metrics() -> None:
+    """Serves ``/metrics`` on ``--metrics-port`` (once; a server already up is kept).
+
+    ``llmbench operator`` calls it before it stands by for the leader's Lease, so a standby
+    (or a leader that has not started kopf yet) answers a scrape with no benchmark series
+    rather than refusing it: a Ready pod behind the metrics Service whose scrape failed would
+    read ``up == 0`` (a target-down alert) for as long as it stands by.
+    """
+    if not METRICS.port or METRICS.server is not None:
         return
     try:
         server, _thread = start_http_server(METRICS.port, addr=METRICS.addr, registry=REGISTRY)
@@ -372,6 +379,12 @@ async def start_metrics() -> None:
         return
     METRICS.server = server
     log.info("serving Prometheus metrics on %s:%d/metrics", METRICS.addr, METRICS.port)
+
+
+async def start_metrics() -> None:
+    """:func:`serve_metrics` from kopf's startup (an operator run without ``llmbench
+    operator``'s entry point)."""
+    serve_metrics()
 
 
 async def stop_metrics() -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.release import Release, installed
 from tests.e2e.test_operator import Target, benchmark, cond, diag, status, wait_phase
@@ -21,6 +23,7 @@ from tests.e2e.test_operator import Target, benchmark, cond, diag, status, wait_
 pytestmark = pytest.mark.e2e
 
 KOPF_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
+METRICS_PORT = 9090
 #: A sweep long enough to still be running when the test breaks it (about a minute).
 LONG = {"load": {"requestCount": 4000, "warmupRequestCount": 0},
         "sweep": {"type": "concurrency", "values": [1]}, "telemetry": {"dcgm": "off"}}
@@ -187,8 +190,8 @@ def test_a_runner_unschedulable_past_the_deadline_fails_the_run(
 
 @pytest.fixture
 def pair(crd_installed: Any) -> Iterator[Release]:
-    """The chart with two replicas (leader-elected)."""
-    yield from installed(crd_installed, name="pair", replicas=2)
+    """The chart with two replicas (leader-elected), each serving /metrics."""
+    yield from installed(crd_installed, name="pair", replicas=2, **{"metrics.port": METRICS_PORT})
 
 
 def test_two_operators_elect_one_and_the_standby_takes_over_when_it_dies(
@@ -221,6 +224,13 @@ def test_two_operators_elect_one_and_the_standby_takes_over_when_it_dies(
     standby_log = log_of(standby)
     assert "standing by" in standby_log and "leading as" not in standby_log, standby_log
     assert "first" not in standby_log, standby_log  # the standby never acted
+    # the standby answers a scrape (no benchmark's series: it watches nothing) instead of
+    # refusing it: it is Ready behind the metrics Service, where a refusal reads up == 0
+    ip = next(p["status"]["podIP"] for p in pods if p["metadata"]["name"] == standby)
+    with urllib.request.urlopen(f"http://{ip}:{METRICS_PORT}/metrics", timeout=5) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+        families = list(text_string_to_metric_families(r.read().decode()))
+    assert not [s for f in families for s in f.samples if "benchmark" in s.labels], families
     # the leader crashes (no clean stop, so no release): the standby takes over once the
     # Lease expires (15 s) and acts on what was created meanwhile
     k8s.kubectl("delete", "pod", leader, "-n", op.namespace, "--grace-period=0", "--force",
