@@ -11,7 +11,6 @@ from that status alone.
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -36,7 +35,6 @@ class MetricsOperator:
         self.release = Release(k8s, "metrics", OPERATOR_NS)
         self.pod_ip = ""
         self.started = False
-        self.answered = False  # /metrics has answered once
 
     def start(self) -> None:
         if self.k8s.get("namespace", OPERATOR_NS) is None:
@@ -56,20 +54,12 @@ class MetricsOperator:
         return self.release.tail()
 
     def scrape(self) -> dict[str, list[Any]]:
-        """Metric family name -> its samples, parsed from the real text format; none while
-        the server is not listening yet (kopf's health endpoint, which makes the pod Ready,
-        can answer before the startup handler that opens /metrics has run). Once it has
-        answered, a refused connection is an error: an empty answer would pass the checks
-        that series are gone."""
+        """Metric family name -> its samples, parsed from the real text format. /metrics
+        listens before the pod is Ready (``llmbench operator`` opens it before anything
+        else), so a refused connection is an error from the first scrape on (an empty answer
+        would pass the checks that series are gone)."""
         url = f"http://{self.pod_ip}:{self.port}/metrics"
-        try:
-            r = urllib.request.urlopen(url, timeout=5)
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, ConnectionRefusedError) and not self.answered:
-                return {}
-            raise
-        self.answered = True
-        with r:
+        with urllib.request.urlopen(url, timeout=5) as r:
             assert r.headers["Content-Type"].startswith("text/plain"), r.headers
             text = r.read().decode()
         return {f.name: f.samples for f in text_string_to_metric_families(text)}
