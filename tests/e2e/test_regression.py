@@ -20,7 +20,7 @@ from tests.e2e.test_operator import (
     cond,
     roll_out_sim,
 )
-from tests.e2e.test_schedule import ClockedOperator, clocked, finished_run
+from tests.e2e.test_schedule import VALID_TRIES, ClockedOperator, clocked, finished_run
 
 pytestmark = pytest.mark.e2e
 __all__ = ["clocked"]  # the fixture, used by name
@@ -76,16 +76,17 @@ def regressed(st: dict[str, Any]) -> tuple[str, str, str]:
 def valid_run(k8s: Any, namespace: str, clocked: ClockedOperator, run: int
               ) -> tuple[dict[str, Any], int]:
     """Run ``run`` (its tick: the clock ``run - 1`` ticks on), or the next one while a run's
-    measurement is invalid, at most three: on this shared machine the runner's loop lag can
-    mark a run invalid, and an invalid run is never judged nor a baseline (asserted below with
-    foreign traffic), so the verdicts under test need valid runs."""
-    for n in range(run, run + 3):
+    measurement is invalid, at most ``VALID_TRIES``: on this shared machine the runner's loop
+    lag can mark a run invalid, and an invalid run is never judged nor a baseline (asserted
+    below with foreign traffic), so the verdicts under test need valid runs."""
+    for n in range(run, run + VALID_TRIES):
         if n > 1:
             clocked.shift((n - 1) * TICK_S)
         st = finished_run(k8s, namespace, NAME, clocked, n)
         if cond(st, "MeasurementValid")["status"] == "True":
             return st, n
-    raise AssertionError(f"runs {run}-{run + 2} all invalid: {cond(st, 'MeasurementValid')}")
+    raise AssertionError(
+        f"runs {run}-{run + VALID_TRIES - 1} all invalid: {cond(st, 'MeasurementValid')}")
 
 
 def test_a_slower_deploy_is_a_regression_and_foreign_traffic_is_never_judged(

@@ -86,6 +86,13 @@ def clocked(crd_installed: Any, tmp_path: Path) -> Iterator[ClockedOperator]:
         op.uninstall()
 
 
+#: Runs a test may start for one valid measurement: on this shared 2-core machine (and a CI
+#: host whose CPUs other guests share) the runner's event loop can wake late often enough that
+#: the run is honestly marked invalid (client_lag), and an invalid run is never judged nor a
+#: baseline. Three tries failed in CI (three invalid runs in a row, lag p90 2.1 ms).
+VALID_TRIES = 6
+
+
 def finished_run(k8s: Any, namespace: str, name: str, op: Release, run: int) -> dict[str, Any]:
     return dict(k8s.wait_for(
         f"{name} run {run} to finish",
