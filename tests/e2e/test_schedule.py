@@ -86,10 +86,10 @@ def clocked(crd_installed: Any, tmp_path: Path) -> Iterator[ClockedOperator]:
         op.uninstall()
 
 
-#: Runs a test may start for one valid measurement: on this shared 2-core machine (and a CI
-#: host whose CPUs other guests share) the runner's event loop can wake late often enough that
-#: the run is honestly marked invalid (client_lag), and an invalid run is never judged nor a
-#: baseline. Three tries failed in CI (three invalid runs in a row, lag p90 2.1 ms).
+#: Runs a test may start for one valid measurement: on this 2-core machine, loaded by the whole
+#: cluster, the runner's event loop can wake late often enough that the run is honestly marked
+#: invalid (client_lag; the sim's ITL is 1 ms), and an invalid run is never judged nor a
+#: baseline. Three tries were not enough in CI (three invalid runs in a row, lag p90 2.1 ms).
 VALID_TRIES = 6
 
 
