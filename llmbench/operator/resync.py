@@ -16,6 +16,7 @@ the ConfigMap watch selects on, would otherwise never report progress after an u
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -44,13 +45,18 @@ __all__ = [
 #: Container waiting reasons the kubelet retries for ever without the pod ever failing (the
 #: Job would wait until its deadline): a missing Secret or key, a bad command or mount.
 CANNOT_START = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+#: The kubelet's own cache not yet synced (it waits 1 s for its watch of the pod's Secrets and
+#: ConfigMaps, then says ``failed to sync secret cache: timed out waiting for the condition``):
+#: not a cause, it tries again and the next message says what is missing, or the pod starts.
+_CACHE_NOT_SYNCED = re.compile(r"failed to sync \S+ cache")
 #: How much of a controller's message a condition carries.
 _MESSAGE_LIMIT = 900
 
 
 def pod_problem(pod: Mapping[str, Any], at: datetime, unschedulable_seconds: float) -> str | None:
     """Why the runner pod ``pod`` will never run, or None: its image cannot be pulled, its
-    container cannot be created (the kubelet's reason and message), or the scheduler has not
+    container cannot be created (the kubelet's reason and message; not while the kubelet only
+    says its own cache of the pod's Secrets is not synced yet), or the scheduler has not
     placed it for more than ``unschedulable_seconds`` (the scheduler's message)."""
     name = (pod.get("metadata") or {}).get("name", "")
     pull = image_pull_failure(pod)
@@ -60,6 +66,8 @@ def pod_problem(pod: Mapping[str, Any], at: datetime, unschedulable_seconds: flo
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in CANNOT_START:
             message = (waiting.get("message") or "").strip()
+            if _CACHE_NOT_SYNCED.match(message):
+                continue
             return (f"the runner pod {name} cannot start: {waiting['reason']}"
                     f"{': ' + message if message else ''}")[:_MESSAGE_LIMIT]
     for c in (pod.get("status") or {}).get("conditions") or []:

@@ -27,6 +27,18 @@ def test_a_missing_secret_key_names_the_kubelets_reason_and_message() -> None:
     assert why == f"the runner pod b-run-1-x cannot start: CreateContainerConfigError: {msg}"
 
 
+def test_the_kubelets_unsynced_secret_cache_is_not_a_cause_yet() -> None:
+    # the kubelet waits 1 s for its watch of the Secret, says so, and tries again: on a busy
+    # node the first message of a pod whose Secret exists can be this one
+    for kind in ("secret", "configmap"):
+        msg = f"failed to sync {kind} cache: timed out waiting for the condition"
+        assert pod_problem(pod({"reason": "CreateContainerConfigError", "message": msg}),
+                           AT, 600) is None
+    msg = 'secret "key" not found'  # its next try
+    why = pod_problem(pod({"reason": "CreateContainerConfigError", "message": msg}), AT, 600)
+    assert why == f"the runner pod b-run-1-x cannot start: CreateContainerConfigError: {msg}"
+
+
 def test_an_image_that_cannot_be_pulled_is_the_pull_failure() -> None:
     why = pod_problem(pod({"reason": "ImagePullBackOff", "message": "Back-off pulling"}), AT, 9)
     assert why is not None and "img:1 cannot be pulled: ImagePullBackOff" in why
