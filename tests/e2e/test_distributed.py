@@ -29,6 +29,7 @@ from tests.e2e.test_operator import (  # noqa: F401 - ``operator`` is a fixture
     status,
     wait_phase,
 )
+from tests.e2e.test_schedule import VALID_TRIES
 
 pytestmark = pytest.mark.e2e
 
@@ -148,28 +149,45 @@ def test_three_runner_pods_measure_what_one_runner_measures(
     run-to-run noise), then from three. The requests are the same ones (same count, same
     input and output token totals), the server never had more than 6 in flight, and the
     latencies of three pods differ from one pod's by no more than one pod's differ from
-    themselves (three times that noise, at least 25 %: a 2-core machine is noisy)."""
-    target = Target(k8s, namespace)
+    themselves (three times that noise, at least 25 %: a 2-core machine is noisy). Only valid
+    measurements are compared: a run the runner marks invalid (its loop woke late) is tried
+    again, at most VALID_TRIES times. The server's ITL is 10 ms here, not 1 ms: three client
+    processes on this 2-core host wake it and themselves late more often than one does (seen
+    at 1 ms: three pods +4, +9, +16 % above one pod here, every run valid, and +32 % in CI).
+    It runs up to 8 requests at once, not 5: a sixth request queued for a slot makes TTFT the
+    queue's wait, and with each shard's fixed share of the requests the last ones queue less
+    (seen: three pods' TTFT 11-12 % below one pod's)."""
+    target = Target(k8s, namespace, flags={"--inter-token-latency": "10ms",
+                                          "--max-num-seqs": "8"})
     target.deploy()
     ref = target.ref
     exports: dict[str, dict[str, Any]] = {}
     peaks: dict[str, float] = {}
     for name, replicas in (("one-a", 1), ("one-b", 1), ("three", 3)):
-        with RunningPeak(target) as peak:
-            k8s.apply(benchmark(
-                name, namespace, ref,
-                telemetry={"dcgm": "off", "serverMetrics": "off"},
-                workload={"inputTokens": {"mean": 32, "stddev": 8},
-                          "outputTokens": {"mean": 24}, "seed": 5,
-                          "extraInputs": {"ignore_eos": True}},
-                load={"requestCount": 36, "warmupRequestCount": 0},
-                sweep={"type": "concurrency", "values": [6]},
-                runner={"replicas": replicas, "requests": {"cpu": "100m", "memory": "128Mi"}},
-            ))
-            st = wait_phase(k8s, namespace, name, operator, ("Succeeded", "Failed"), 300)
-        assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+        for n in range(1, VALID_TRIES + 1):  # latencies are compared: valid runs only
+            tried = name if n == 1 else f"{name}-{n}"
+            with RunningPeak(target) as peak:
+                k8s.apply(benchmark(
+                    tried, namespace, ref,
+                    telemetry={"dcgm": "off", "serverMetrics": "off"},
+                    workload={"inputTokens": {"mean": 32, "stddev": 8},
+                              "outputTokens": {"mean": 24}, "seed": 5,
+                              "extraInputs": {"ignore_eos": True}},
+                    load={"requestCount": 36, "warmupRequestCount": 0},
+                    sweep={"type": "concurrency", "values": [6]},
+                    runner={"replicas": replicas,
+                            "requests": {"cpu": "100m", "memory": "128Mi"}},
+                ))
+                st = wait_phase(k8s, namespace, tried, operator, ("Succeeded", "Failed"),
+                                300)
+            assert st["phase"] == "Succeeded", json.dumps(st, indent=1)
+            if cond(st, "MeasurementValid")["status"] == "True":
+                break
+        else:
+            raise AssertionError(f"{name}: {VALID_TRIES} runs all invalid: "
+                                 f"{cond(st, 'MeasurementValid')}")
         peaks[name] = peak.peak
-        cm = k8s.get("configmap", f"{name}-run-1", namespace)
+        cm = k8s.get("configmap", f"{tried}-run-1", namespace)
         (exports[name],) = [json.loads(v) for k, v in cm["data"].items()
                             if k.startswith(POINT_PREFIX) and k.endswith(".json")]
     one, again, three = exports["one-a"], exports["one-b"], exports["three"]

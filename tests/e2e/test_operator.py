@@ -41,8 +41,13 @@ def operator(crd_installed: Any) -> Iterator[Release]:
 # ----------------------------------------------------------------------------------------------
 
 
+#: The simulator's flags, unless a Target says otherwise (llm-d-inference-sim's own defaults
+#: apart from these, e.g. --max-num-seqs 5: a sixth request in flight waits for a slot).
+SIM_FLAGS = {"--time-to-first-token": "10ms", "--inter-token-latency": "1ms"}
+
+
 def sim_deployment(k8s: Any, namespace: str, labels: dict[str, str],
-                   node: str) -> dict[str, Any]:
+                   node: str, flags: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -62,7 +67,7 @@ def sim_deployment(k8s: Any, namespace: str, labels: dict[str, str],
                             "args": [
                                 "--model", "e2e-model", "--port", str(SIM_PORT),
                                 "--force-dummy-tokenizer", "--mode", "random",
-                                "--time-to-first-token", "10ms", "--inter-token-latency", "1ms",
+                                *(a for kv in {**SIM_FLAGS, **(flags or {})}.items() for a in kv),
                             ],
                             "ports": [{"name": "http", "containerPort": SIM_PORT}],
                             "resources": {"limits": {"nvidia.com/gpu": "2"}},
@@ -159,7 +164,7 @@ def roll_out_sim(k8s: Any, target: Target, ttft: str, timeout_s: float,
     """The target's simulator rolled out with another time to first token (a 'deploy' of the
     model server; ``strategy`` None keeps the Deployment's RollingUpdate, where old and new
     pods are Ready together for a moment), waited for until one Ready pod serves it."""
-    dep = sim_deployment(k8s, target.namespace, target.labels, target.node)
+    dep = sim_deployment(k8s, target.namespace, target.labels, target.node, target.flags)
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     args[args.index("--time-to-first-token") + 1] = ttft
     if strategy is not None:
@@ -184,8 +189,10 @@ class Target:
     from this machine (its routes lead into the cluster's network) for the test's own reads.
     """
 
-    def __init__(self, k8s: Any, namespace: str, node: str = "gpu-node-a") -> None:
+    def __init__(self, k8s: Any, namespace: str, node: str = "gpu-node-a",
+                 flags: dict[str, str] | None = None) -> None:
         self.k8s, self.namespace, self.node = k8s, namespace, node
+        self.flags = flags  # the simulator's, over SIM_FLAGS
         self.labels = {"app": "vllm", "bench": namespace}
         self.selector = f"app=vllm,bench={namespace}"
         self.service = {"name": "vllm", "port": SIM_PORT}
@@ -202,7 +209,8 @@ class Target:
         return f"http://{svc['spec']['clusterIP']}:{SIM_PORT}"
 
     def deploy(self, service: bool = True) -> dict[str, Any]:
-        self.k8s.apply(sim_deployment(self.k8s, self.namespace, self.labels, self.node))
+        self.k8s.apply(sim_deployment(self.k8s, self.namespace, self.labels, self.node,
+                                      self.flags))
         if service:
             self.k8s.apply(sim_service(self.namespace, self.labels))
         pods = self.k8s.wait_for(
